@@ -1,0 +1,90 @@
+//! The admin listener: `/metrics` (Prometheus text), `/healthz` (the process
+//! answers), `/readyz` (listeners bound and config loaded). Separate from the
+//! taps so scrapes never compete with traffic and admin paths are never
+//! answered on a tap (a `GET /metrics` on a tap goes upstream).
+
+use crate::metrics::Metrics;
+use async_trait::async_trait;
+use http::{Method, Response, StatusCode};
+use pingora::apps::http_app::ServeHttp;
+use pingora::protocols::http::ServerSession;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Readiness of the process, shared with whoever starts and stops it.
+#[derive(Debug, Clone, Default)]
+pub struct Readiness(Arc<AtomicBool>);
+
+impl Readiness {
+    pub fn set(&self, ready: bool) {
+        self.0.store(ready, Ordering::SeqCst);
+    }
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+pub struct AdminApp {
+    metrics: Arc<Metrics>,
+    ready: Readiness,
+}
+
+impl AdminApp {
+    pub fn new(metrics: Arc<Metrics>, ready: Readiness) -> Self {
+        AdminApp { metrics, ready }
+    }
+}
+
+/// Answers one admin request (pure of pingora: testable directly).
+pub fn answer(metrics: &Metrics, ready: &Readiness, method: &Method, path: &str) -> Response<Vec<u8>> {
+    let (status, ctype, body) = match (method, path) {
+        (&Method::GET | &Method::HEAD, "/metrics") => {
+            (StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", metrics.prom.encode())
+        }
+        (&Method::GET | &Method::HEAD, "/healthz") => (StatusCode::OK, "text/plain", b"ok\n".to_vec()),
+        (&Method::GET | &Method::HEAD, "/readyz") if ready.get() => {
+            (StatusCode::OK, "text/plain", b"ready\n".to_vec())
+        }
+        (&Method::GET | &Method::HEAD, "/readyz") => {
+            (StatusCode::SERVICE_UNAVAILABLE, "text/plain", b"not ready\n".to_vec())
+        }
+        (&Method::GET | &Method::HEAD, _) => (StatusCode::NOT_FOUND, "text/plain", b"not found\n".to_vec()),
+        _ => (StatusCode::METHOD_NOT_ALLOWED, "text/plain", b"method not allowed\n".to_vec()),
+    };
+    let len = body.len();
+    let body = if method == Method::HEAD { Vec::new() } else { body };
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    if let (Ok(ct), Ok(cl)) = (ctype.parse(), len.to_string().parse()) {
+        resp.headers_mut().insert(http::header::CONTENT_TYPE, ct);
+        resp.headers_mut().insert(http::header::CONTENT_LENGTH, cl);
+    }
+    resp
+}
+
+#[async_trait]
+impl ServeHttp for AdminApp {
+    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+        let req = session.req_header();
+        answer(&self.metrics, &self.ready, &req.method, req.uri.path())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths() {
+        let m = Metrics::new(5).unwrap();
+        let r = Readiness::default();
+        assert_eq!(answer(&m, &r, &Method::GET, "/healthz").status(), 200);
+        assert_eq!(answer(&m, &r, &Method::GET, "/readyz").status(), 503);
+        r.set(true);
+        assert_eq!(answer(&m, &r, &Method::GET, "/readyz").status(), 200);
+        let metrics = answer(&m, &r, &Method::GET, "/metrics");
+        assert!(String::from_utf8_lossy(metrics.body()).contains("tokentap_build_info"));
+        assert_eq!(answer(&m, &r, &Method::GET, "/v1/chat/completions").status(), 404);
+        assert_eq!(answer(&m, &r, &Method::POST, "/metrics").status(), 405);
+    }
+}

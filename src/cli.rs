@@ -1,0 +1,68 @@
+//! The command line: `run`, `validate`, `sim`, `demo`. Each subcommand is a
+//! thin call into the library; exit codes and messages are decided here.
+
+use crate::config::Config;
+use crate::demo::DemoArgs;
+use crate::observe::Hooks;
+use crate::sim::{SimArgs, Simulator};
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(name = "tokentap", version, about = "A transparent measuring reverse proxy for LLM serving")]
+pub struct Cli {
+    /// Log filter (tracing syntax, e.g. `info,tokentap=debug`); RUST_LOG also works.
+    #[arg(long, global = true, env = "TOKENTAP_LOG", default_value = "info")]
+    pub log: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the taps of a config file until SIGINT (fast) or SIGTERM (graceful).
+    Run {
+        /// YAML config file.
+        #[arg(short, long, env = "TOKENTAP_CONFIG")]
+        config: PathBuf,
+    },
+    /// Check a config file (parse, resolve upstreams, read CA files) and exit.
+    Validate {
+        /// YAML config file.
+        #[arg(short, long, env = "TOKENTAP_CONFIG")]
+        config: PathBuf,
+    },
+    /// Run the simulated OpenAI-compatible engine (ground truth for tests and demos).
+    Sim(SimArgs),
+    /// Simulator + a tap + traffic + a live table: see tokentap measure, nothing to install.
+    Demo(DemoArgs),
+}
+
+/// Runs a parsed command line; the error is printed by `main`.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Run { config } => {
+            let cfg = Config::load(&config).map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
+            crate::server::run(&cfg, Hooks::default())?;
+            Ok(())
+        }
+        Command::Validate { config } => {
+            let cfg = Config::load(&config).map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
+            println!("{}: ok", config.display());
+            println!("  admin {}", cfg.admin_listen);
+            for t in &cfg.taps {
+                println!(
+                    "  tap {} ({}) {} -> {} [{}]",
+                    t.name,
+                    t.boundary.as_str(),
+                    t.listen,
+                    t.upstream.url,
+                    t.upstream.addr
+                );
+            }
+            Ok(())
+        }
+        Command::Sim(args) => Ok(Simulator::run_blocking(&args)?),
+        Command::Demo(args) => crate::demo::run(&args),
+    }
+}

@@ -1,0 +1,211 @@
+//! The config file as written: serde structs that mirror the YAML, with
+//! explicit defaults and unknown keys rejected (`deny_unknown_fields`, so a
+//! typo fails loudly with its path). Nothing here is validated beyond types;
+//! `config::validate` turns a `FileConfig` into the internal `Config`. These
+//! structs never reach the proxy.
+
+use serde::Deserialize;
+use std::path::PathBuf;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    #[serde(default)]
+    pub admin: AdminFile,
+    #[serde(default)]
+    pub metrics: MetricsFile,
+    #[serde(default)]
+    pub server: ServerFile,
+    pub taps: Vec<TapFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminFile {
+    /// `/metrics`, `/healthz`, `/readyz`. Loopback by default.
+    #[serde(default = "default_admin_listen")]
+    pub listen: String,
+}
+
+impl Default for AdminFile {
+    fn default() -> Self {
+        AdminFile { listen: default_admin_listen() }
+    }
+}
+
+pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:9464";
+
+fn default_admin_listen() -> String {
+    DEFAULT_ADMIN_LISTEN.to_string()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsFile {
+    /// Distinct `model` label values before `other`.
+    #[serde(default = "default_max_models")]
+    pub max_models: usize,
+}
+
+impl Default for MetricsFile {
+    fn default() -> Self {
+        MetricsFile { max_models: default_max_models() }
+    }
+}
+
+fn default_max_models() -> usize {
+    50
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerFile {
+    /// Worker threads of each tap's runtime.
+    #[serde(default = "one")]
+    pub threads: usize,
+    /// SIGTERM: how long in-flight requests may go on before shutdown starts.
+    #[serde(default = "five")]
+    pub grace_period_seconds: u64,
+    /// Then: how long runtimes get to stop.
+    #[serde(default = "five")]
+    pub shutdown_timeout_seconds: u64,
+}
+
+impl Default for ServerFile {
+    fn default() -> Self {
+        ServerFile { threads: one(), grace_period_seconds: five(), shutdown_timeout_seconds: five() }
+    }
+}
+
+fn one() -> usize {
+    1
+}
+fn five() -> u64 {
+    5
+}
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum BoundaryFile {
+    Engine,
+    Gateway,
+    Compound,
+    Guardrail,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TapFile {
+    pub name: String,
+    pub boundary: BoundaryFile,
+    /// `ip:port` or `host:port` to listen on.
+    pub listen: String,
+    /// `http://host:port` or `https://host:port`.
+    pub upstream: String,
+    /// Accept HTTP/2 without TLS (prior knowledge) from clients.
+    #[serde(default = "yes")]
+    pub h2c: bool,
+    /// Ask the upstream for `Accept-Encoding: identity` so bodies can be read.
+    #[serde(default = "yes")]
+    pub accept_encoding_identity: bool,
+    #[serde(default)]
+    pub tls: TlsFile,
+    #[serde(default)]
+    pub timeouts: TimeoutsFile,
+    #[serde(default)]
+    pub limits: LimitsFile,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFile {
+    /// PEM file of CA certificates trusted for this upstream (instead of the
+    /// system roots).
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    /// Server name to send and verify (default: the upstream host).
+    #[serde(default)]
+    pub sni: Option<String>,
+    /// Verify the upstream's certificate and host name.
+    #[serde(default = "yes")]
+    pub verify: bool,
+}
+
+impl Default for TlsFile {
+    fn default() -> Self {
+        TlsFile { ca_file: None, sni: None, verify: true }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeoutsFile {
+    /// TCP connect (and TLS handshake) to the upstream.
+    #[serde(default = "default_connect")]
+    pub connect_seconds: f64,
+    /// Request sent → first response byte (prefill of a long prompt, a
+    /// whole non-streaming generation).
+    #[serde(default = "default_long")]
+    pub first_byte_seconds: f64,
+    /// Longest silence between two reads of a response once it started.
+    #[serde(default = "default_long")]
+    pub idle_seconds: f64,
+}
+
+impl Default for TimeoutsFile {
+    fn default() -> Self {
+        TimeoutsFile {
+            connect_seconds: default_connect(),
+            first_byte_seconds: default_long(),
+            idle_seconds: default_long(),
+        }
+    }
+}
+
+fn default_connect() -> f64 {
+    5.0
+}
+fn default_long() -> f64 {
+    600.0
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsFile {
+    /// Private copy of a request body kept to read model/stream/limits.
+    #[serde(default = "mib4")]
+    pub request_copy_bytes: usize,
+    /// Private copy of a non-streaming JSON response kept to read usage.
+    #[serde(default = "mib16")]
+    pub json_body_bytes: usize,
+    /// Longest SSE line tokentap decodes.
+    #[serde(default = "mib1")]
+    pub sse_line_bytes: usize,
+    /// Largest SSE event data tokentap decodes.
+    #[serde(default = "mib1")]
+    pub sse_event_bytes: usize,
+}
+
+impl Default for LimitsFile {
+    fn default() -> Self {
+        LimitsFile {
+            request_copy_bytes: mib4(),
+            json_body_bytes: mib16(),
+            sse_line_bytes: mib1(),
+            sse_event_bytes: mib1(),
+        }
+    }
+}
+
+fn mib1() -> usize {
+    1 << 20
+}
+fn mib4() -> usize {
+    4 << 20
+}
+fn mib16() -> usize {
+    16 << 20
+}

@@ -1,0 +1,320 @@
+//! Configuration: the YAML file (`file`) and the validated internal `Config`
+//! the rest of tokentap uses.
+//!
+//! Owns: every check a config must pass before anything starts — listen and
+//! upstream addresses parsed, upstream host names resolved, TLS CA files read
+//! and parsed, timeouts and caps sane, tap names unique — each failure a
+//! `ConfigError` naming the key. Does not own: binding ports (a port taken
+//! is found at `run`, see `server`).
+
+pub mod file;
+
+use crate::decode::sse::SseLimits;
+use crate::record::MeterLimits;
+use file::{BoundaryFile, FileConfig, TapFile};
+use std::collections::HashSet;
+use std::fmt;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A config problem, with the key it is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Path of the key (`taps[0].upstream`), or empty for the file itself.
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.key, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn err(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError { key: key.into(), message: message.into() }
+}
+
+/// Which system a tap sits in front of (methodology boundaries, plus
+/// tokentap's `guardrail`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Boundary {
+    Engine,
+    Gateway,
+    Compound,
+    Guardrail,
+}
+
+impl Boundary {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Boundary::Engine => "engine",
+            Boundary::Gateway => "gateway",
+            Boundary::Compound => "compound",
+            Boundary::Guardrail => "guardrail",
+        }
+    }
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub admin_listen: SocketAddr,
+    pub max_models: usize,
+    pub threads: usize,
+    pub grace_period: Duration,
+    pub shutdown_timeout: Duration,
+    pub taps: Vec<TapConfig>,
+}
+
+/// One validated tap.
+#[derive(Debug, Clone)]
+pub struct TapConfig {
+    pub name: Arc<str>,
+    pub boundary: Boundary,
+    pub listen: SocketAddr,
+    pub upstream: Upstream,
+    pub h2c: bool,
+    pub accept_encoding_identity: bool,
+    pub timeouts: Timeouts,
+    pub limits: MeterLimits,
+}
+
+/// Where a tap forwards to, resolved.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    /// As written in the config.
+    pub url: String,
+    pub host: String,
+    pub port: u16,
+    /// The address connected to (first result of resolving `host`).
+    pub addr: SocketAddr,
+    pub tls: Option<UpstreamTls>,
+}
+
+/// TLS toward an `https://` upstream.
+#[derive(Debug, Clone)]
+pub struct UpstreamTls {
+    pub sni: String,
+    pub verify: bool,
+    /// DER certificates from `tls.ca_file` (else the system roots apply).
+    pub ca_der: Option<Arc<Vec<Vec<u8>>>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    pub connect: Duration,
+    pub first_byte: Duration,
+    pub idle: Duration,
+}
+
+impl Config {
+    /// Reads, parses and validates a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| err("", format!("cannot read {}: {e}", path.display())))?;
+        let base = path.parent().unwrap_or_else(|| Path::new("."));
+        Config::from_yaml(&text, base)
+    }
+
+    /// Parses and validates YAML; relative paths in it are taken from `base`.
+    pub fn from_yaml(text: &str, base: &Path) -> Result<Config, ConfigError> {
+        let file: FileConfig = serde_yaml_ng::from_str(text).map_err(|e| {
+            // serde_yaml_ng says "path: message at line L column C".
+            let msg = e.to_string();
+            match msg.split_once(": ") {
+                Some((key, rest)) if !key.contains(' ') => err(key, rest),
+                _ => err("", msg),
+            }
+        })?;
+        validate(file, base)
+    }
+}
+
+fn validate(f: FileConfig, base: &Path) -> Result<Config, ConfigError> {
+    if f.taps.is_empty() {
+        return Err(err("taps", "at least one tap is required"));
+    }
+    if f.metrics.max_models == 0 {
+        return Err(err("metrics.max_models", "must be at least 1"));
+    }
+    if f.server.threads == 0 {
+        return Err(err("server.threads", "must be at least 1"));
+    }
+    let admin_listen = listen_addr("admin.listen", &f.admin.listen)?;
+    let mut names = HashSet::new();
+    let mut listens = HashSet::from([admin_listen]);
+    let mut taps = Vec::with_capacity(f.taps.len());
+    for (i, t) in f.taps.iter().enumerate() {
+        let key = format!("taps[{i}]");
+        let tap = validate_tap(&key, t, base)?;
+        if !names.insert(tap.name.clone()) {
+            return Err(err(format!("{key}.name"), format!("duplicate tap name `{}`", tap.name)));
+        }
+        if !listens.insert(tap.listen) {
+            return Err(err(format!("{key}.listen"), format!("{} is already used by another listener", tap.listen)));
+        }
+        taps.push(tap);
+    }
+    Ok(Config {
+        admin_listen,
+        max_models: f.metrics.max_models,
+        threads: f.server.threads,
+        grace_period: Duration::from_secs(f.server.grace_period_seconds),
+        shutdown_timeout: Duration::from_secs(f.server.shutdown_timeout_seconds),
+        taps,
+    })
+}
+
+fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapConfig, ConfigError> {
+    let name = t.name.trim();
+    if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+        return Err(err(
+            format!("{key}.name"),
+            format!("`{}` is not a tap name (1-64 characters: letters, digits, `-`, `_`, `.`)", t.name),
+        ));
+    }
+    let boundary = match t.boundary {
+        BoundaryFile::Engine => Boundary::Engine,
+        BoundaryFile::Gateway => Boundary::Gateway,
+        BoundaryFile::Compound => Boundary::Compound,
+        BoundaryFile::Guardrail => Boundary::Guardrail,
+    };
+    let listen = listen_addr(&format!("{key}.listen"), &t.listen)?;
+    let upstream = upstream(key, t, base)?;
+    let secs = |k: &str, v: f64| -> Result<Duration, ConfigError> {
+        if v.is_finite() && v > 0.0 && v <= 86_400.0 {
+            Ok(Duration::from_secs_f64(v))
+        } else {
+            Err(err(format!("{key}.timeouts.{k}"), format!("{v} is not a number of seconds in (0, 86400]")))
+        }
+    };
+    let timeouts = Timeouts {
+        connect: secs("connect_seconds", t.timeouts.connect_seconds)?,
+        first_byte: secs("first_byte_seconds", t.timeouts.first_byte_seconds)?,
+        idle: secs("idle_seconds", t.timeouts.idle_seconds)?,
+    };
+    let cap = |k: &str, v: usize| -> Result<usize, ConfigError> {
+        if (1024..=(1 << 30)).contains(&v) {
+            Ok(v)
+        } else {
+            Err(err(format!("{key}.limits.{k}"), format!("{v} is outside 1024..=1073741824 bytes")))
+        }
+    };
+    let limits = MeterLimits {
+        request_body_bytes: cap("request_copy_bytes", t.limits.request_copy_bytes)?,
+        json_body_bytes: cap("json_body_bytes", t.limits.json_body_bytes)?,
+        sse: SseLimits {
+            max_line_bytes: cap("sse_line_bytes", t.limits.sse_line_bytes)?,
+            max_event_bytes: cap("sse_event_bytes", t.limits.sse_event_bytes)?,
+        },
+    };
+    Ok(TapConfig {
+        name: Arc::from(name),
+        boundary,
+        listen,
+        upstream,
+        h2c: t.h2c,
+        accept_encoding_identity: t.accept_encoding_identity,
+        timeouts,
+        limits,
+    })
+}
+
+/// `ip:port`, or `host:port` resolved now.
+fn listen_addr(key: &str, s: &str) -> Result<SocketAddr, ConfigError> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let (host, port) = s
+        .rsplit_once(':')
+        .ok_or_else(|| err(key, format!("`{s}` is not an address (expected ip:port or host:port)")))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| err(key, format!("`{s}`: `{port}` is not a port number")))?;
+    resolve(host, port).map_err(|m| err(key, m))
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let mut addrs = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve host `{host}`: {e}"))?;
+    addrs
+        .next()
+        .ok_or_else(|| format!("host `{host}` resolved to no address"))
+}
+
+fn upstream(key: &str, t: &TapFile, base: &Path) -> Result<Upstream, ConfigError> {
+    let ukey = format!("{key}.upstream");
+    let uri: http::Uri = t
+        .upstream
+        .parse()
+        .map_err(|e| err(&ukey, format!("`{}` is not a URL: {e}", t.upstream)))?;
+    let https = match uri.scheme_str() {
+        Some("http") => false,
+        Some("https") => true,
+        _ => return Err(err(&ukey, format!("`{}`: the scheme must be http:// or https://", t.upstream))),
+    };
+    let host = uri
+        .host()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| err(&ukey, format!("`{}` has no host", t.upstream)))?;
+    if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+        return Err(err(
+            &ukey,
+            format!("`{}`: only scheme://host:port is supported (requests keep their own path)", t.upstream),
+        ));
+    }
+    let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+    let addr = resolve(host, port).map_err(|m| err(&ukey, m))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+    let tls = if https {
+        let ca_der = match &t.tls.ca_file {
+            None => None,
+            Some(p) => Some(Arc::new(read_ca(&format!("{key}.tls.ca_file"), &base.join(p))?)),
+        };
+        Some(UpstreamTls {
+            sni: t.tls.sni.clone().unwrap_or_else(|| host.clone()),
+            verify: t.tls.verify,
+            ca_der,
+        })
+    } else {
+        if t.tls.ca_file.is_some() || t.tls.sni.is_some() {
+            return Err(err(format!("{key}.tls"), "TLS settings need an https:// upstream"));
+        }
+        None
+    };
+    Ok(Upstream { url: t.upstream.clone(), host, port, addr, tls })
+}
+
+/// Reads a PEM bundle; every certificate must parse (pingora would panic on
+/// one that does not, so it is refused here).
+fn read_ca(key: &str, path: &PathBuf) -> Result<Vec<Vec<u8>>, ConfigError> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::CertificateDer;
+    let iter = CertificateDer::pem_file_iter(path)
+        .map_err(|e| err(key, format!("cannot read {}: {e}", path.display())))?;
+    let mut out = Vec::new();
+    for c in iter {
+        let c = c.map_err(|e| err(key, format!("{}: bad PEM: {e}", path.display())))?;
+        x509_parser::parse_x509_certificate(c.as_ref())
+            .map_err(|e| err(key, format!("{}: bad certificate: {e}", path.display())))?;
+        out.push(c.as_ref().to_vec());
+    }
+    if out.is_empty() {
+        return Err(err(key, format!("{}: no certificate found", path.display())));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,432 @@
+//! The OpenAI dialect: what one `/v1/chat/completions` or `/v1/completions`
+//! stream event (or non-streaming JSON body) says.
+//!
+//! Owns: classifying an event as `[DONE]`, error, token-bearing (content,
+//! reasoning, tool-call delta, refusal, completion text), finish, role-only,
+//! usage-only or empty; reading `usage` (prompt, completion, cached and
+//! reasoning tokens), `finish_reason` and the response `model`.
+//!
+//! Does not own: SSE framing (`decode::sse`), timing (`record`), the request.
+//!
+//! The JSON is read through borrowed views (`&RawValue`, counted sequences)
+//! so that classifying the usual event shapes allocates nothing; only fields
+//! tokentap does not know, nested two levels or more (e.g. `logprobs`), make
+//! serde_json use a small scratch buffer. The text itself is never copied:
+//! we only look at whether a value is empty.
+
+use serde::de::{Deserializer, IgnoredAny, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::fmt;
+use std::marker::PhantomData;
+
+/// Token counts reported by the upstream (`usage`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: Option<u64>,
+    pub completion_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    pub reasoning_tokens: Option<u64>,
+}
+
+/// Why generation stopped, as the upstream said. Unknown strings are `Other`
+/// so the set stays bounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinishReason {
+    Stop,
+    Length,
+    ToolCalls,
+    ContentFilter,
+    FunctionCall,
+    Other,
+}
+
+impl FinishReason {
+    fn from_raw(raw: &RawValue) -> Self {
+        match raw.get() {
+            "\"stop\"" | "\"eos\"" | "\"end_turn\"" => FinishReason::Stop,
+            "\"length\"" | "\"max_tokens\"" => FinishReason::Length,
+            "\"tool_calls\"" => FinishReason::ToolCalls,
+            "\"content_filter\"" => FinishReason::ContentFilter,
+            "\"function_call\"" => FinishReason::FunctionCall,
+            _ => FinishReason::Other,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::FunctionCall => "function_call",
+            FinishReason::Other => "other",
+        }
+    }
+}
+
+/// The class of one event, in order of precedence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// `data: [DONE]`.
+    Done,
+    /// An in-stream error object (or `event: error`).
+    Error,
+    /// Carries generated output: content, reasoning, a tool-call delta,
+    /// a refusal or completion text (non-empty).
+    Token,
+    /// Carries a `finish_reason` and no output.
+    Finish,
+    /// Only a `role` (the usual first chat delta).
+    RoleOnly,
+    /// Only `usage` (the `include_usage` chunk with empty `choices`).
+    UsageOnly,
+    /// Nothing measurable (empty delta, unknown object).
+    Empty,
+}
+
+/// What one event or body says, without its text.
+#[derive(Debug, Clone, Copy)]
+pub struct EventSummary<'a> {
+    pub kind: EventKind,
+    /// Choices in this event that carry output (more than one when `n > 1`).
+    pub token_choices: u32,
+    /// Some choice carried visible output (anything but reasoning).
+    pub visible: bool,
+    pub finish: Option<FinishReason>,
+    pub usage: Option<Usage>,
+    /// The response `model`, as raw JSON (a quoted string) when present.
+    pub model: Option<&'a RawValue>,
+}
+
+/// The event could not be read as JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Malformed;
+
+/// Classifies the data of one SSE event (`event` is its SSE event type).
+pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'a>, Malformed> {
+    if data.trim_ascii() == b"[DONE]" {
+        return Ok(summary(EventKind::Done));
+    }
+    let mut s = classify_json(data)?;
+    if event == b"error" {
+        s.kind = EventKind::Error;
+    }
+    Ok(s)
+}
+
+/// Classifies a JSON object: a stream chunk or a whole non-streaming body
+/// (`message` is read like `delta`).
+pub fn classify_json(data: &[u8]) -> Result<EventSummary<'_>, Malformed> {
+    let view: ChunkView<'_> = serde_json::from_slice(data).map_err(|_| Malformed)?;
+    let choices = view.choices.unwrap_or_default();
+    let usage = view.usage.map(UsageView::into_usage);
+    let kind = if view.error.is_some() {
+        EventKind::Error
+    } else if choices.token > 0 {
+        EventKind::Token
+    } else if choices.finish.is_some() {
+        EventKind::Finish
+    } else if choices.role {
+        EventKind::RoleOnly
+    } else if usage.is_some() {
+        EventKind::UsageOnly
+    } else {
+        EventKind::Empty
+    };
+    Ok(EventSummary {
+        kind,
+        token_choices: choices.token,
+        visible: choices.visible,
+        finish: choices.finish,
+        usage,
+        model: view.model,
+    })
+}
+
+fn summary<'a>(kind: EventKind) -> EventSummary<'a> {
+    EventSummary {
+        kind,
+        token_choices: 0,
+        visible: false,
+        finish: None,
+        usage: None,
+        model: None,
+    }
+}
+
+/// A string value is output when it is a non-empty string (or any non-empty
+/// array, for content given as parts).
+fn is_output(raw: Option<&RawValue>) -> bool {
+    match raw.map(|r| r.get().trim_ascii()) {
+        None | Some("\"\"") | Some("[]") | Some("null") => false,
+        Some(_) => true,
+    }
+}
+
+#[derive(Deserialize)]
+struct ChunkView<'a> {
+    #[serde(borrow, default)]
+    model: Option<&'a RawValue>,
+    #[serde(default)]
+    choices: Option<ChoicesSummary>,
+    #[serde(default)]
+    usage: Option<UsageView>,
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct UsageView {
+    #[serde(default, alias = "input_tokens")]
+    prompt_tokens: Option<u64>,
+    #[serde(default, alias = "output_tokens")]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<CompletionDetails>,
+}
+
+impl UsageView {
+    fn into_usage(self) -> Usage {
+        Usage {
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            cached_tokens: self.prompt_tokens_details.and_then(|d| d.cached_tokens),
+            reasoning_tokens: self.completion_tokens_details.and_then(|d| d.reasoning_tokens),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct CompletionDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceView<'a> {
+    #[serde(borrow, default, alias = "message")]
+    delta: Option<DeltaView<'a>>,
+    #[serde(borrow, default)]
+    text: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    finish_reason: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct DeltaView<'a> {
+    #[serde(borrow, default)]
+    role: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    refusal: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    reasoning_content: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    reasoning: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Count<ToolCallView<'a>>>,
+    #[serde(borrow, default)]
+    function_call: Option<FunctionView<'a>>,
+}
+
+/// Typed down to the leaves so that skipping it never nests (no scratch).
+#[derive(Deserialize)]
+struct ToolCallView<'a> {
+    #[serde(borrow, default)]
+    #[allow(dead_code)]
+    function: Option<FunctionView<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionView<'a> {
+    #[serde(borrow, default)]
+    #[allow(dead_code)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    #[allow(dead_code)]
+    arguments: Option<&'a RawValue>,
+}
+
+/// Folds `choices` element by element, never collecting them.
+#[derive(Default)]
+struct ChoicesSummary {
+    token: u32,
+    visible: bool,
+    role: bool,
+    finish: Option<FinishReason>,
+}
+
+impl ChoicesSummary {
+    fn add(&mut self, c: ChoiceView<'_>) {
+        if let Some(f) = c.finish_reason {
+            self.finish = Some(FinishReason::from_raw(f));
+        }
+        let text = is_output(c.text);
+        let (visible, reasoning, role) = match c.delta {
+            Some(d) => (
+                is_output(d.content)
+                    || is_output(d.refusal)
+                    || d.tool_calls.is_some_and(|n| n.0 > 0)
+                    || d.function_call.is_some(),
+                is_output(d.reasoning_content) || is_output(d.reasoning),
+                d.role.is_some(),
+            ),
+            None => (false, false, false),
+        };
+        if text || visible || reasoning {
+            self.token = self.token.saturating_add(1);
+        }
+        self.visible |= text || visible;
+        self.role |= role;
+    }
+}
+
+impl<'de> Deserialize<'de> for ChoicesSummary {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = ChoicesSummary;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array of choices")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut s = ChoicesSummary::default();
+                while let Some(c) = seq.next_element::<ChoiceView<'de>>()? {
+                    s.add(c);
+                }
+                Ok(s)
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
+/// The number of elements of a JSON array, each read as `T` and dropped.
+struct Count<T>(u32, PhantomData<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Count<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = Count<T>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut n = 0u32;
+                while seq.next_element::<T>()?.is_some() {
+                    n = n.saturating_add(1);
+                }
+                Ok(Count(n, PhantomData))
+            }
+        }
+        d.deserialize_seq(V(PhantomData))
+    }
+}
+
+/// Reads a quoted JSON string without allocating when it has no escapes;
+/// escaped strings are decoded (rare for model names).
+pub fn raw_str(raw: &RawValue) -> Option<std::borrow::Cow<'_, str>> {
+    serde_json::from_str::<std::borrow::Cow<'_, str>>(raw.get()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kind(data: &str) -> EventKind {
+        classify_event(b"", data.as_bytes()).map(|s| s.kind).unwrap_or(EventKind::Empty)
+    }
+
+    #[test]
+    fn classifies_the_event_kinds() {
+        assert_eq!(kind("[DONE]"), EventKind::Done);
+        assert_eq!(
+            kind(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null}}]}"#),
+            EventKind::RoleOnly
+        );
+        assert_eq!(
+            kind(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#),
+            EventKind::RoleOnly
+        );
+        assert_eq!(kind(r#"{"choices":[{"delta":{"content":"hi"}}]}"#), EventKind::Token);
+        assert_eq!(
+            kind(r#"{"choices":[{"delta":{"reasoning_content":"hm"}}]}"#),
+            EventKind::Token
+        );
+        assert_eq!(kind(r#"{"choices":[{"delta":{"reasoning":"hm"}}]}"#), EventKind::Token);
+        assert_eq!(
+            kind(r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"f","arguments":""}}]}}]}"#),
+            EventKind::Token
+        );
+        assert_eq!(kind(r#"{"choices":[{"text":"x","index":0}]}"#), EventKind::Token);
+        assert_eq!(kind(r#"{"choices":[{"text":"","finish_reason":"length"}]}"#), EventKind::Finish);
+        assert_eq!(
+            kind(r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#),
+            EventKind::Finish
+        );
+        assert_eq!(
+            kind(r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#),
+            EventKind::UsageOnly
+        );
+        assert_eq!(kind(r#"{"choices":[{"delta":{}}]}"#), EventKind::Empty);
+        assert_eq!(kind(r#"{"error":{"message":"boom"}}"#), EventKind::Error);
+        assert_eq!(
+            classify_event(b"error", br#"{"message":"x"}"#).map(|s| s.kind),
+            Ok(EventKind::Error)
+        );
+        assert!(classify_event(b"", b"{not json").is_err());
+    }
+
+    #[test]
+    fn reads_usage_finish_model_and_visibility() {
+        let s = classify_json(
+            br#"{"model":"m-1","choices":[{"delta":{"content":"a"},"finish_reason":"length"}],
+                "usage":{"prompt_tokens":18,"completion_tokens":12,"total_tokens":30,
+                "prompt_tokens_details":{"cached_tokens":17},
+                "completion_tokens_details":{"reasoning_tokens":5}}}"#,
+        );
+        let s = s.unwrap_or_else(|_| summary(EventKind::Empty));
+        assert_eq!(s.kind, EventKind::Token);
+        assert!(s.visible);
+        assert_eq!(s.finish, Some(FinishReason::Length));
+        assert_eq!(
+            s.usage,
+            Some(Usage {
+                prompt_tokens: Some(18),
+                completion_tokens: Some(12),
+                cached_tokens: Some(17),
+                reasoning_tokens: Some(5)
+            })
+        );
+        assert_eq!(s.model.and_then(raw_str).as_deref(), Some("m-1"));
+        let r = classify_json(br#"{"choices":[{"delta":{"reasoning_content":"x"}}]}"#);
+        assert_eq!(r.map(|s| s.visible), Ok(false));
+    }
+
+    #[test]
+    fn non_streaming_body_uses_message() {
+        let s = classify_json(
+            br#"{"choices":[{"finish_reason":"stop","index":0,"message":{"role":"assistant","content":"hello"}}],
+               "usage":{"completion_tokens":1,"prompt_tokens":2,"prompt_tokens_details":null}}"#,
+        );
+        assert_eq!(s.as_ref().map(|s| s.kind), Ok(EventKind::Token));
+        assert_eq!(s.map(|s| s.usage.and_then(|u| u.completion_tokens)), Ok(Some(1)));
+    }
+
+    #[test]
+    fn n_greater_than_one_counts_choices() {
+        let s = classify_json(br#"{"choices":[{"index":0,"delta":{"content":"a"}},{"index":1,"delta":{"content":"b"}}]}"#);
+        assert_eq!(s.map(|s| s.token_choices), Ok(2));
+    }
+}

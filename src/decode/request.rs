@@ -1,0 +1,136 @@
+//! The request side: what a client asked for, read from a capped copy of the
+//! request body once it is complete.
+//!
+//! Owns: `model`, `stream`, `max_tokens` / `max_completion_tokens`,
+//! `stream_options.include_usage`, `n`, the number of messages and the size of
+//! the prompt (`messages` or `prompt`, as JSON bytes). Never keeps the prompt
+//! text: only sizes and the model name leave this module.
+//!
+//! Does not own: copying the body (that is `CappedBuf`, fed by the proxy
+//! without holding the body back) or deciding labels (`metrics::labels`).
+
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+
+/// Longest model name kept from a request or response (bytes); longer names
+/// are cut at a character boundary. The label set caps them again.
+pub const MAX_MODEL_BYTES: usize = 256;
+
+/// What the request body says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestInfo {
+    pub model: Option<String>,
+    pub stream: Option<bool>,
+    /// `max_completion_tokens`, else `max_tokens`.
+    pub max_tokens: Option<u64>,
+    pub include_usage: Option<bool>,
+    pub n: Option<u64>,
+    pub messages: Option<u32>,
+    /// Size of `messages` (chat) or `prompt` (completions) as sent, in bytes.
+    pub prompt_bytes: Option<u64>,
+}
+
+/// The body is not a JSON object tokentap can read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotJson;
+
+#[derive(Deserialize)]
+struct RequestView<'a> {
+    #[serde(borrow, default)]
+    model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    stream: Option<bool>,
+    #[serde(default)]
+    max_tokens: Option<u64>,
+    #[serde(default)]
+    max_completion_tokens: Option<u64>,
+    #[serde(default)]
+    stream_options: Option<StreamOptions>,
+    #[serde(default)]
+    n: Option<u64>,
+    #[serde(borrow, default)]
+    messages: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    prompt: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    #[serde(default)]
+    include_usage: Option<bool>,
+}
+
+/// Parses a complete request body.
+pub fn parse_request(body: &[u8]) -> Result<RequestInfo, NotJson> {
+    let v: RequestView<'_> = serde_json::from_slice(body).map_err(|_| NotJson)?;
+    let messages = v
+        .messages
+        .and_then(|raw| serde_json::from_str::<Vec<IgnoredAny>>(raw.get()).ok())
+        .map(|m| u32::try_from(m.len()).unwrap_or(u32::MAX));
+    let prompt_bytes = v
+        .messages
+        .or(v.prompt)
+        .map(|raw| u64::try_from(raw.get().len()).unwrap_or(u64::MAX));
+    Ok(RequestInfo {
+        model: v.model.map(|m| truncate(&m, MAX_MODEL_BYTES).to_owned()),
+        stream: v.stream,
+        max_tokens: v.max_completion_tokens.or(v.max_tokens),
+        include_usage: v.stream_options.and_then(|o| o.include_usage),
+        n: v.n,
+        messages,
+        prompt_bytes,
+    })
+}
+
+/// Cuts `s` to at most `max` bytes on a character boundary.
+pub fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.get(..end).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_chat_request() {
+        let r = parse_request(
+            br#"{"messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}],
+                "model":"llama","stream":true,"max_tokens":12,"max_completion_tokens":20,
+                "stream_options":{"include_usage":true},"n":1,"temperature":0}"#,
+        );
+        let r = r.unwrap_or_default();
+        assert_eq!(r.model.as_deref(), Some("llama"));
+        assert_eq!(r.stream, Some(true));
+        assert_eq!(r.max_tokens, Some(20));
+        assert_eq!(r.include_usage, Some(true));
+        assert_eq!(r.n, Some(1));
+        assert_eq!(r.messages, Some(2));
+        assert_eq!(r.prompt_bytes, Some(64));
+    }
+
+    #[test]
+    fn reads_completions_request_and_nulls() {
+        let r = parse_request(br#"{"model":"m","prompt":"Once upon","stream_options":null}"#);
+        let r = r.unwrap_or_default();
+        assert_eq!(r.prompt_bytes, Some(11));
+        assert_eq!(r.include_usage, None);
+        assert_eq!(r.messages, None);
+    }
+
+    #[test]
+    fn rejects_non_json_and_truncates_long_models() {
+        assert_eq!(parse_request(b"model=x"), Err(NotJson));
+        let long = format!(r#"{{"model":"{}"}}"#, "é".repeat(200));
+        let r = parse_request(long.as_bytes()).unwrap_or_default();
+        assert!(r.model.is_some_and(|m| m.len() <= MAX_MODEL_BYTES && m.len() >= 254));
+    }
+}

@@ -1,0 +1,22 @@
+//! tokentap: a transparent measuring reverse proxy for LLM serving.
+//!
+//! Each listener (a *tap*) forwards every byte between clients and an
+//! upstream (engine, gateway, compound system or guardrail) unchanged, and
+//! measures what passes: time to first token, inter-token latency, TPOT,
+//! tokens, outcomes. See `ARCHITECTURE.md` for the codemap.
+//!
+//! Pure modules (`decode`, `record`) know nothing of sockets or pingora; the
+//! `proxy` hooks only timestamp and delegate to them.
+
+pub mod decode;
+pub mod record;
+pub mod metrics;
+pub mod config;
+pub mod admin;
+pub mod observe;
+pub mod proxy;
+pub mod server;
+pub mod sim;
+pub mod cli;
+pub mod client;
+pub mod demo;

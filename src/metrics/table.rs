@@ -1,0 +1,533 @@
+//! The canonical metric table: every metric tokentap exports, once.
+//!
+//! Owns: name, type, unit, help, labels, buckets, the OpenTelemetry name, the
+//! exact start and end events, when it is observed, and which methodology
+//! test it serves. The Prometheus registry (`metrics::prom`),
+//! `docs/metrics.md` (generated from `render_markdown`, checked by a test)
+//! and, later, OTLP and the dashboard tests all read this table; nothing
+//! else names a metric.
+
+/// Prometheus metric type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// Unit of a metric's values (base units only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Seconds,
+    Tokens,
+    Requests,
+    Errors,
+    Info,
+}
+
+impl Unit {
+    /// UCUM-style unit, as OpenTelemetry writes it.
+    pub fn otel(self) -> &'static str {
+        match self {
+            Unit::Seconds => "s",
+            Unit::Tokens => "{token}",
+            Unit::Requests => "{request}",
+            Unit::Errors => "{error}",
+            Unit::Info => "1",
+        }
+    }
+}
+
+/// A label name. Every value of every label is bounded (see `docs/metrics.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Label {
+    Tap,
+    Boundary,
+    Model,
+    Operation,
+    Stream,
+    Outcome,
+    TokenType,
+    Source,
+    Reason,
+    Label,
+    Version,
+}
+
+impl Label {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Label::Tap => "tap",
+            Label::Boundary => "boundary",
+            Label::Model => "model",
+            Label::Operation => "operation",
+            Label::Stream => "stream",
+            Label::Outcome => "outcome",
+            Label::TokenType => "token_type",
+            Label::Source => "source",
+            Label::Reason => "reason",
+            Label::Label => "label",
+            Label::Version => "version",
+        }
+    }
+
+    /// What values the label takes (for the docs).
+    pub fn values(self) -> &'static str {
+        match self {
+            Label::Tap => "tap names from the config",
+            Label::Boundary => "`engine`, `gateway`, `compound`, `guardrail`",
+            Label::Model => "requested model (else response model); first `metrics.max_models` distinct values (default 50), then `other`; `unknown` when absent",
+            Label::Operation => "`chat`, `text_completion`, `other`",
+            Label::Stream => "`true`, `false`",
+            Label::Outcome => "`ok`, `client_cancelled`, `upstream_error`, `upstream_truncated`, `http_error`, `unmeasured`",
+            Label::TokenType => "`input`, `output`",
+            Label::Source => "`usage`, `events`",
+            Label::Reason => "`sse_line_too_long`, `sse_event_too_large`, `invalid_json_event`, `json_body_too_large`, `invalid_json_body`, `compressed_body`, `decoder_panic`, `request_body_too_large`, `request_not_json`",
+            Label::Label => "`model`",
+            Label::Version => "tokentap's version",
+        }
+    }
+}
+
+/// The ten tests of the IETF LLM serving methodology.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Test {
+    Ttft,
+    OutputThroughput,
+    ThroughputLatency,
+    ItlDistribution,
+    Capacity,
+    Fairness,
+    PrefixCache,
+    MemoryPressure,
+    LongContext,
+    GuardrailOverhead,
+}
+
+impl Test {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Test::Ttft => "1 TTFT",
+            Test::OutputThroughput => "2 output throughput",
+            Test::ThroughputLatency => "3 throughput–latency",
+            Test::ItlDistribution => "4 ITL distribution",
+            Test::Capacity => "5 capacity",
+            Test::Fairness => "6 fairness",
+            Test::PrefixCache => "7 prefix cache",
+            Test::MemoryPressure => "8 memory pressure",
+            Test::LongContext => "9 long context",
+            Test::GuardrailOverhead => "10 guardrail overhead",
+        }
+    }
+}
+
+/// One metric, fully described.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MetricDef {
+    pub name: &'static str,
+    pub otel_name: &'static str,
+    pub kind: Kind,
+    pub unit: Unit,
+    pub help: &'static str,
+    pub labels: &'static [Label],
+    pub buckets: &'static [f64],
+    /// The event that starts the measured interval (or what is counted).
+    pub start: &'static str,
+    /// The event that ends it.
+    pub end: &'static str,
+    /// Which requests or events contribute an observation.
+    pub observed: &'static str,
+    pub tests: &'static [Test],
+}
+
+/// OpenTelemetry's advised TTFT boundaries, extended with vLLM's long tail.
+pub const TTFT_BUCKETS: &[f64] = &[
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+];
+/// OpenTelemetry's advised TPOT boundaries, extended with vLLM's long tail.
+pub const TPOT_BUCKETS: &[f64] = &[
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0,
+];
+/// OpenTelemetry's doubling duration boundaries (0.01 … 81.92 s), extended by
+/// doubling to 2.9 h for long generations (vLLM's e2e tail reaches 7680 s).
+pub const DURATION_BUCKETS: &[f64] = &[
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
+    163.84, 327.68, 655.36, 1310.72, 2621.44, 5242.88, 10485.76,
+];
+/// OpenTelemetry's advised token-usage boundaries.
+pub const TOKEN_BUCKETS: &[f64] = &[
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0,
+    4194304.0, 16777216.0, 67108864.0,
+];
+/// Inter-token gaps: fine below 100 ms where decode steps live, then the
+/// vLLM tail so stalls and preemptions stay visible.
+pub const ITL_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1,
+    0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0,
+];
+pub const TOKENS_PER_EVENT_BUCKETS: &[f64] =
+    &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 24.0, 32.0, 64.0, 128.0];
+
+use Label as L;
+const PER_MODEL: &[Label] = &[L::Tap, L::Boundary, L::Model, L::Operation];
+const PER_MODEL_STREAM: &[Label] = &[L::Tap, L::Boundary, L::Model, L::Operation, L::Stream];
+const REQUEST_START: &str = "the tap has the request headers (pingora `new_ctx`)";
+
+pub const TTFT: MetricDef = MetricDef {
+    name: "gen_ai_server_time_to_first_token_seconds",
+    otel_name: "gen_ai.server.time_to_first_token",
+    kind: Kind::Histogram,
+    unit: Unit::Seconds,
+    help: "Time to first token: request headers received by the tap to the first event carrying output (content, reasoning or a tool-call delta).",
+    labels: PER_MODEL,
+    buckets: TTFT_BUCKETS,
+    start: REQUEST_START,
+    end: "the tap sees the end of the first SSE event with non-empty content, reasoning, refusal, completion text or a tool-call delta (role-only, empty, keep-alive and usage-only events never count)",
+    observed: "streaming requests that reached a first token, whatever their outcome",
+    tests: &[Test::Ttft, Test::ThroughputLatency, Test::LongContext],
+};
+
+pub const TTFT_VISIBLE: MetricDef = MetricDef {
+    name: "tokentap_time_to_first_visible_token_seconds",
+    otel_name: "tokentap.time_to_first_visible_token",
+    kind: Kind::Histogram,
+    unit: Unit::Seconds,
+    help: "Time to first visible token: like TTFT but reasoning does not count.",
+    labels: PER_MODEL,
+    buckets: TTFT_BUCKETS,
+    start: REQUEST_START,
+    end: "the tap sees the end of the first event with visible output (content, refusal, completion text or a tool-call delta; not reasoning)",
+    observed: "streaming requests that reached visible output",
+    tests: &[Test::Ttft],
+};
+
+pub const TTFB: MetricDef = MetricDef {
+    name: "tokentap_time_to_first_byte_seconds",
+    otel_name: "tokentap.time_to_first_byte",
+    kind: Kind::Histogram,
+    unit: Unit::Seconds,
+    help: "Time to first byte: request headers received by the tap to response headers received from the upstream.",
+    labels: PER_MODEL_STREAM,
+    buckets: TTFT_BUCKETS,
+    start: REQUEST_START,
+    end: "the upstream's final (non-1xx) response header is parsed (pingora `upstream_response_filter`)",
+    observed: "every request that got response headers",
+    tests: &[Test::Ttft],
+};
+
+pub const TIME_TO_FIRST_EVENT: MetricDef = MetricDef {
+    name: "tokentap_time_to_first_event_seconds",
+    otel_name: "tokentap.time_to_first_event",
+    kind: Kind::Histogram,
+    unit: Unit::Seconds,
+    help: "Time to first SSE event of any kind (role-only and usage events included, comments excluded).",
+    labels: PER_MODEL,
+    buckets: TTFT_BUCKETS,
+    start: REQUEST_START,
+    end: "the tap sees the end of the first dispatched SSE event",
+    observed: "streaming requests that got an event",
+    tests: &[Test::Ttft],
+};
+
+pub const TPOT: MetricDef = MetricDef {
+    name: "gen_ai_server_time_per_output_token_seconds",
+    otel_name: "gen_ai.server.time_per_output_token",
+    kind: Kind::Histogram,
+    unit: Unit::Seconds,
+    help: "Time per output token after the first: (E2E - TTFT) / (output tokens - 1), per request.",
+    labels: PER_MODEL,
+    buckets: TPOT_BUCKETS,
+    start: "the first token (TTFT)",
+    end: "the last byte of the response (E2E), divided by output tokens - 1",
+    observed: "streaming requests with outcome `ok` and at least 2 output tokens",
+    tests: &[Test::OutputThroughput, Test::ThroughputLatency, Test::LongContext],
+};
+
+pub const REQUEST_DURATION: MetricDef = MetricDef {
+    name: "gen_ai_server_request_duration_seconds",
+    otel_name: "gen_ai.server.request.duration",
+    kind: Kind::Histogram,
+    unit: Unit::Seconds,
+    help: "End-to-end request duration at the tap: request headers received to last response byte passed on (or the failure).",
+    labels: &[L::Tap, L::Boundary, L::Model, L::Operation, L::Stream, L::Outcome],
+    buckets: DURATION_BUCKETS,
+    start: REQUEST_START,
+    end: "the last response body piece passes the tap (upstream end of stream); for failures, the moment the failure is handled (pingora `logging`)",
+    observed: "every request",
+    tests: &[Test::ThroughputLatency, Test::Capacity],
+};
+
+pub const TOKEN_USAGE: MetricDef = MetricDef {
+    name: "gen_ai_client_token_usage",
+    otel_name: "gen_ai.client.token.usage",
+    kind: Kind::Histogram,
+    unit: Unit::Tokens,
+    help: "Tokens per request, by type (input from usage; output from usage, else counted events).",
+    labels: &[L::Tap, L::Boundary, L::Model, L::Operation, L::TokenType],
+    buckets: TOKEN_BUCKETS,
+    start: "—",
+    end: "—",
+    observed: "requests whose count is known (input: `usage.prompt_tokens`; output: `usage.completion_tokens`, else token-bearing choice deltas of a fully decoded stream)",
+    tests: &[Test::OutputThroughput, Test::LongContext],
+};
+
+pub const ITL: MetricDef = MetricDef {
+    name: "tokentap_inter_token_latency_seconds",
+    otel_name: "tokentap.inter_token_latency",
+    kind: Kind::Histogram,
+    unit: Unit::Seconds,
+    help: "Gap between consecutive token-bearing events of a stream; one observation per gap.",
+    labels: PER_MODEL,
+    buckets: ITL_BUCKETS,
+    start: "the tap sees the end of a token-bearing event",
+    end: "the tap sees the end of the next token-bearing event of the same stream",
+    observed: "every gap, recorded as the second event passes (so a stream that later fails keeps the gaps it had)",
+    tests: &[Test::ItlDistribution, Test::MemoryPressure],
+};
+
+pub const TOKENS_PER_EVENT: MetricDef = MetricDef {
+    name: "tokentap_tokens_per_event",
+    otel_name: "tokentap.tokens_per_event",
+    kind: Kind::Histogram,
+    unit: Unit::Tokens,
+    help: "Output tokens carried by one token-bearing event, when the stream says (continuous usage).",
+    labels: PER_MODEL,
+    buckets: TOKENS_PER_EVENT_BUCKETS,
+    start: "—",
+    end: "—",
+    observed: "token-bearing events that carry `usage.completion_tokens` when the previous token event did too (the difference is the event's tokens)",
+    tests: &[Test::ItlDistribution],
+};
+
+pub const REQUESTS: MetricDef = MetricDef {
+    name: "tokentap_requests_total",
+    otel_name: "tokentap.requests",
+    kind: Kind::Counter,
+    unit: Unit::Requests,
+    help: "Requests that passed the tap, by outcome; each request counted once when it ends.",
+    labels: &[L::Tap, L::Boundary, L::Model, L::Operation, L::Stream, L::Outcome],
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "every request, once, when it ends (pingora `logging`)",
+    tests: &[Test::OutputThroughput, Test::Capacity],
+};
+
+pub const IN_FLIGHT: MetricDef = MetricDef {
+    name: "tokentap_requests_in_flight",
+    otel_name: "tokentap.requests.in_flight",
+    kind: Kind::Gauge,
+    unit: Unit::Requests,
+    help: "Requests currently inside the tap (headers received, not yet ended).",
+    labels: &[L::Tap, L::Boundary],
+    buckets: &[],
+    start: "the tap has the request headers",
+    end: "the request ends (any outcome)",
+    observed: "always current",
+    tests: &[Test::Capacity, Test::MemoryPressure],
+};
+
+pub const INPUT_TOKENS: MetricDef = MetricDef {
+    name: "tokentap_input_tokens_total",
+    otel_name: "tokentap.input_tokens",
+    kind: Kind::Counter,
+    unit: Unit::Tokens,
+    help: "Input (prompt) tokens, from the upstream's usage.",
+    labels: PER_MODEL,
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "requests whose usage reports `prompt_tokens`",
+    tests: &[Test::OutputThroughput, Test::LongContext],
+};
+
+pub const OUTPUT_TOKENS: MetricDef = MetricDef {
+    name: "tokentap_output_tokens_total",
+    otel_name: "tokentap.output_tokens",
+    kind: Kind::Counter,
+    unit: Unit::Tokens,
+    help: "Output tokens, by source (usage, or counted token-bearing events when the stream has no usage).",
+    labels: &[L::Tap, L::Boundary, L::Model, L::Operation, L::Source],
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "requests whose output count is known",
+    tests: &[Test::OutputThroughput, Test::ThroughputLatency],
+};
+
+pub const CACHED_TOKENS: MetricDef = MetricDef {
+    name: "tokentap_cached_input_tokens_total",
+    otel_name: "tokentap.cached_input_tokens",
+    kind: Kind::Counter,
+    unit: Unit::Tokens,
+    help: "Input tokens served from the prefix cache (usage.prompt_tokens_details.cached_tokens).",
+    labels: PER_MODEL,
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "requests whose usage reports cached tokens",
+    tests: &[Test::PrefixCache],
+};
+
+pub const REASONING_TOKENS: MetricDef = MetricDef {
+    name: "tokentap_reasoning_tokens_total",
+    otel_name: "tokentap.reasoning_tokens",
+    kind: Kind::Counter,
+    unit: Unit::Tokens,
+    help: "Reasoning tokens (usage.completion_tokens_details.reasoning_tokens), part of the output tokens.",
+    labels: PER_MODEL,
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "requests whose usage reports reasoning tokens",
+    tests: &[Test::OutputThroughput],
+};
+
+pub const MEASUREMENT_ERRORS: MetricDef = MetricDef {
+    name: "tokentap_measurement_errors_total",
+    otel_name: "tokentap.measurement_errors",
+    kind: Kind::Counter,
+    unit: Unit::Errors,
+    help: "Requests tokentap could not fully measure, by reason; their bytes flowed on untouched.",
+    labels: &[L::Tap, L::Boundary, L::Reason],
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "once per request with a decoding problem (response-side reasons make the outcome `unmeasured`; request-side reasons only make request fields unknown)",
+    tests: &[],
+};
+
+pub const LABEL_OVERFLOW: MetricDef = MetricDef {
+    name: "tokentap_label_overflow_total",
+    otel_name: "tokentap.label_overflow",
+    kind: Kind::Counter,
+    unit: Unit::Requests,
+    help: "Requests whose label value was replaced by `other` (cap reached or value not acceptable as a label).",
+    labels: &[L::Label],
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "each request whose model did not get its own label value",
+    tests: &[],
+};
+
+pub const BUILD_INFO: MetricDef = MetricDef {
+    name: "tokentap_build_info",
+    otel_name: "tokentap.build_info",
+    kind: Kind::Gauge,
+    unit: Unit::Info,
+    help: "Always 1; the version label says which tokentap is running.",
+    labels: &[L::Version],
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "set at start",
+    tests: &[],
+};
+
+/// Every metric, in documentation order.
+pub const ALL: &[&MetricDef] = &[
+    &TTFT,
+    &TTFT_VISIBLE,
+    &TTFB,
+    &TIME_TO_FIRST_EVENT,
+    &TPOT,
+    &REQUEST_DURATION,
+    &TOKEN_USAGE,
+    &ITL,
+    &TOKENS_PER_EVENT,
+    &REQUESTS,
+    &IN_FLIGHT,
+    &INPUT_TOKENS,
+    &OUTPUT_TOKENS,
+    &CACHED_TOKENS,
+    &REASONING_TOKENS,
+    &MEASUREMENT_ERRORS,
+    &LABEL_OVERFLOW,
+    &BUILD_INFO,
+];
+
+/// Renders the metric reference section of `docs/metrics.md`.
+pub fn render_markdown() -> String {
+    let mut out = String::new();
+    for m in ALL {
+        let labels: Vec<_> = m.labels.iter().map(|l| format!("`{}`", l.as_str())).collect();
+        let tests: Vec<_> = m.tests.iter().map(|t| t.as_str()).collect();
+        out.push_str(&format!("### `{}`\n\n{}\n\n", m.name, m.help));
+        out.push_str("| | |\n|---|---|\n");
+        out.push_str(&format!("| type | {} |\n", m.kind.as_str()));
+        out.push_str(&format!("| unit | {} |\n", m.unit.otel()));
+        out.push_str(&format!("| labels | {} |\n", labels.join(", ")));
+        if m.start != "—" {
+            out.push_str(&format!("| start | {} |\n", m.start));
+            out.push_str(&format!("| end | {} |\n", m.end));
+        }
+        out.push_str(&format!("| observed | {} |\n", m.observed));
+        if !m.buckets.is_empty() {
+            let b: Vec<_> = m.buckets.iter().map(|b| b.to_string()).collect();
+            out.push_str(&format!("| buckets | {} |\n", b.join(", ")));
+        }
+        out.push_str(&format!("| OpenTelemetry name | `{}` |\n", m.otel_name));
+        let tests = if tests.is_empty() { "— (health of the measurement)".to_string() } else { tests.join(", ") };
+        out.push_str(&format!("| methodology test | {tests} |\n\n"));
+    }
+    out.push_str("### Label values\n\n| label | values |\n|---|---|\n");
+    for l in [
+        Label::Tap,
+        Label::Boundary,
+        Label::Model,
+        Label::Operation,
+        Label::Stream,
+        Label::Outcome,
+        Label::TokenType,
+        Label::Source,
+        Label::Reason,
+        Label::Label,
+        Label::Version,
+    ] {
+        out.push_str(&format!("| `{}` | {} |\n", l.as_str(), l.values()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_prometheus_conventions() {
+        let mut names = std::collections::HashSet::new();
+        for m in ALL {
+            assert!(names.insert(m.name), "duplicate {}", m.name);
+            assert!(m.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'));
+            assert_eq!(m.kind == Kind::Counter, m.name.ends_with("_total"), "{}", m.name);
+            if m.unit == Unit::Seconds {
+                assert!(m.name.ends_with("_seconds"), "{}", m.name);
+            }
+            assert_eq!(m.kind == Kind::Histogram, !m.buckets.is_empty(), "{}", m.name);
+            assert!(m.buckets.windows(2).all(|w| w[0] < w[1]), "{} buckets increase", m.name);
+        }
+    }
+
+    #[test]
+    fn otel_advised_buckets_are_kept() {
+        let otel_ttft = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0];
+        assert_eq!(&TTFT_BUCKETS[..otel_ttft.len()], &otel_ttft);
+        assert_eq!(TTFT_BUCKETS.last(), Some(&2560.0));
+        let otel_tpot = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5];
+        assert_eq!(&TPOT_BUCKETS[..otel_tpot.len()], &otel_tpot);
+        assert_eq!(DURATION_BUCKETS[13], 81.92);
+    }
+}

@@ -1,0 +1,162 @@
+//! The pingora side: `TapProxy` implements `ProxyHttp` with thin hooks that
+//! timestamp, hand bytes to the `Meter` and never touch what is forwarded.
+//!
+//! The one change toward the upstream is `Accept-Encoding: identity` (on by
+//! default, per tap) so bodies can be read; request bodies are copied (capped)
+//! as they pass, never held. The one change of pingora's own behaviour is the
+//! workaround for pingora #935 (an empty final request-body piece from an h2
+//! client would be written as a second chunked terminator).
+//!
+//! Hook order for one request: `new_ctx` (t0) → `early_request_filter`
+//! (path, request id) → `upstream_peer` → `upstream_request_filter` →
+//! `request_body_filter`* → `upstream_response_filter` (TTFB) →
+//! `upstream_response_body_filter`* (every chunk: one clock read, decode) →
+//! `logging` (close the record, emit it).
+
+mod ctx;
+pub mod errors;
+mod tap;
+pub mod upstream_io;
+
+pub use ctx::RequestCtx;
+pub use tap::Tap;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::proxy::{ProxyHttp, Session};
+use pingora::upstreams::peer::HttpPeer;
+use pingora::{Error, ErrorSource, Result};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The proxy of one tap.
+pub struct TapProxy {
+    tap: Arc<Tap>,
+}
+
+impl TapProxy {
+    pub fn new(tap: Arc<Tap>) -> Self {
+        TapProxy { tap }
+    }
+}
+
+fn header<'a>(h: &'a http::HeaderMap, name: &str) -> Option<&'a [u8]> {
+    h.get(name).map(|v| v.as_bytes())
+}
+
+fn content_length(h: &http::HeaderMap) -> Option<u64> {
+    header(h, "content-length")
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[async_trait]
+impl ProxyHttp for TapProxy {
+    type CTX = RequestCtx;
+
+    fn new_ctx(&self) -> RequestCtx {
+        RequestCtx::new(&self.tap, Instant::now())
+    }
+
+    async fn early_request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
+        let req = session.req_header();
+        let id = header(&req.headers, "x-request-id");
+        ctx.meter.request_head(req.uri.path(), id, content_length(&req.headers));
+        ctx.sink.set_request_id(id.and_then(|v| std::str::from_utf8(v).ok()));
+        Ok(())
+    }
+
+    async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
+        Ok(Box::new(self.tap.peer()))
+    }
+
+    async fn upstream_request_filter(
+        &self,
+        _session: &mut Session,
+        upstream_request: &mut RequestHeader,
+        _ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        if self.tap.config.accept_encoding_identity {
+            upstream_request.insert_header(http::header::ACCEPT_ENCODING, "identity")?;
+        }
+        Ok(())
+    }
+
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        if end_of_stream && body.as_ref().is_some_and(Bytes::is_empty) {
+            *body = None; // pingora #935: avoid a second `0\r\n\r\n` upstream
+        }
+        ctx.meter.request_body(body.as_deref().unwrap_or_default(), end_of_stream);
+        Ok(())
+    }
+
+    async fn upstream_response_filter(
+        &self,
+        _session: &mut Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        if resp.status.is_informational() {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let h = &resp.headers;
+        ctx.meter.response_head(
+            now,
+            resp.status.as_u16(),
+            header(h, "content-type"),
+            header(h, "content-encoding"),
+            content_length(h),
+        );
+        Ok(())
+    }
+
+    fn upstream_response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<Option<Duration>> {
+        let now = Instant::now();
+        if let Some(piece) = body.as_deref().filter(|b| !b.is_empty()) {
+            ctx.response_body(now, piece);
+        }
+        if end_of_stream {
+            ctx.meter.response_end(now);
+        }
+        Ok(None)
+    }
+
+    async fn logging(&self, _session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
+        if std::mem::replace(&mut ctx.finished, true) {
+            return;
+        }
+        let record = ctx.meter.finish(Instant::now(), errors::classify(e));
+        let model = ctx.sink.model_label(record.model(), record.operation.as_str());
+        self.tap.metrics.record(&self.tap.labels, &model, &record);
+        for sink in &self.tap.hooks.records {
+            sink.record(&self.tap.labels, &model.value, &record);
+        }
+    }
+
+    fn suppress_error_log(&self, _session: &Session, _ctx: &RequestCtx, e: &Error) -> bool {
+        // Client disconnects are normal for LLM streams and are counted as
+        // `client_cancelled`; logging each at error level would drown the log.
+        *e.esource() == ErrorSource::Downstream
+    }
+
+    fn request_summary(&self, session: &Session, _ctx: &RequestCtx) -> String {
+        // pingora's default includes the query string, which may carry
+        // credentials (`?key=`): log the method and path only.
+        let req = session.req_header();
+        format!("{} {}", req.method, req.uri.path())
+    }
+}

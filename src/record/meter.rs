@@ -1,0 +1,462 @@
+//! The `Meter`: one request's measuring state machine.
+//!
+//! The proxy calls it from its hooks with the bytes it saw and the instant it
+//! saw them; it never reads a clock itself, so tests drive it with exact
+//! instants. Per response piece it does O(piece) work, allocates nothing in
+//! steady state, and reports each token-bearing event to a `TokenSink` (the
+//! proxy's histogram handles). `finish` turns the state into a
+//! `RequestRecord`. State is O(1) apart from capped buffers.
+
+use super::types::*;
+use crate::decode::capped::CappedBuf;
+use crate::decode::openai::{self, EventKind, EventSummary, FinishReason, Usage};
+use crate::decode::request::{self, RequestInfo, MAX_MODEL_BYTES};
+use crate::decode::sse::{SseDecoder, SseError, SseItem, SseLimits};
+use crate::decode::{BodyKind, Operation};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Caps of the per-request buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MeterLimits {
+    /// The private copy of the request body (to read model, stream, ...).
+    pub request_body_bytes: usize,
+    /// The private copy of a non-streaming JSON response (to read usage).
+    pub json_body_bytes: usize,
+    pub sse: SseLimits,
+}
+
+/// One token-bearing event, as reported to the sink when it is decoded.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenEvent<'a> {
+    /// 0 for the first token-bearing event of the request.
+    pub index: u32,
+    pub operation: Operation,
+    /// Best model name known so far (requested, else the response's).
+    pub model: Option<&'a str>,
+    pub at: Instant,
+    pub since_start: Duration,
+    /// Time since the previous token-bearing event (none for the first).
+    pub gap: Option<Duration>,
+    /// Tokens in this event, when the stream says (continuous usage).
+    pub tokens: Option<u64>,
+}
+
+/// Receives token-bearing events as they are decoded. Implementations run on
+/// the forwarding path: they must be cheap and must not block.
+pub trait TokenSink {
+    fn token_event(&mut self, ev: &TokenEvent<'_>);
+}
+
+impl TokenSink for () {
+    fn token_event(&mut self, _ev: &TokenEvent<'_>) {}
+}
+
+/// Longest `x-request-id` kept (bytes).
+const MAX_REQUEST_ID: usize = 128;
+
+/// The measuring state of one request.
+#[derive(Debug)]
+pub struct Meter {
+    t0: Instant,
+    started_at: SystemTime,
+    limits: MeterLimits,
+    operation: Operation,
+    request_id: Option<String>,
+    req_body: CappedBuf,
+    request: RequestInfo,
+    request_error: Option<MeasureError>,
+    status: Option<u16>,
+    t_headers: Option<Instant>,
+    t_body_end: Option<Instant>,
+    body_kind: BodyKind,
+    sse: Option<SseDecoder>,
+    json: Option<CappedBuf>,
+    response_bytes: u64,
+    stream: StreamState,
+}
+
+/// Everything the decoded events tell; kept apart from the decoders so a
+/// decoder can report into it while it is borrowed.
+#[derive(Debug)]
+struct StreamState {
+    t0: Instant,
+    t_first_event: Option<Instant>,
+    t_first_token: Option<Instant>,
+    t_first_visible: Option<Instant>,
+    prev_token: Option<Instant>,
+    events: u32,
+    token_events: u32,
+    choice_deltas: u64,
+    gaps: GapStats,
+    usage: Usage,
+    last_completion_tokens: Option<u64>,
+    prev_token_had_usage: bool,
+    finish: Option<FinishReason>,
+    done: bool,
+    error_event: bool,
+    response_model: Option<String>,
+    measure_error: Option<MeasureError>,
+}
+
+impl Meter {
+    pub fn new(t0: Instant, started_at: SystemTime, limits: MeterLimits) -> Self {
+        Meter {
+            t0,
+            started_at,
+            limits,
+            operation: Operation::Other,
+            request_id: None,
+            req_body: CappedBuf::new(limits.request_body_bytes),
+            request: RequestInfo::default(),
+            request_error: None,
+            status: None,
+            t_headers: None,
+            t_body_end: None,
+            body_kind: BodyKind::Opaque,
+            sse: None,
+            json: None,
+            response_bytes: 0,
+            stream: StreamState {
+                t0,
+                t_first_event: None,
+                t_first_token: None,
+                t_first_visible: None,
+                prev_token: None,
+                events: 0,
+                token_events: 0,
+                choice_deltas: 0,
+                gaps: GapStats::default(),
+                usage: Usage::default(),
+                last_completion_tokens: None,
+                prev_token_had_usage: false,
+                finish: None,
+                done: false,
+                error_event: false,
+                response_model: None,
+                measure_error: None,
+            },
+        }
+    }
+
+    pub fn started(&self) -> Instant {
+        self.t0
+    }
+
+    pub fn operation(&self) -> Operation {
+        self.operation
+    }
+
+    /// The requested model, once the request body has been read.
+    pub fn requested_model(&self) -> Option<&str> {
+        self.request.model.as_deref()
+    }
+
+    /// The request asked to stream (or, unknown, the response is SSE).
+    pub fn is_stream(&self) -> bool {
+        self.request.stream.unwrap_or(self.body_kind == BodyKind::Sse)
+    }
+
+    /// The request line and headers: path, `x-request-id`, `Content-Length`.
+    pub fn request_head(&mut self, path: &str, request_id: Option<&[u8]>, content_length: Option<u64>) {
+        self.operation = Operation::from_path(path);
+        self.request_id = request_id
+            .filter(|id| id.len() <= MAX_REQUEST_ID && id.iter().all(|b| b.is_ascii_graphic()))
+            .and_then(|id| std::str::from_utf8(id).ok())
+            .map(str::to_owned);
+        if let (true, Some(len)) = (self.operation.is_llm(), content_length) {
+            self.req_body.reserve_for(len);
+        }
+    }
+
+    /// A piece of the request body (copied, capped; never held back).
+    pub fn request_body(&mut self, piece: &[u8], end: bool) {
+        if !self.operation.is_llm() {
+            return;
+        }
+        self.req_body.push(piece);
+        if end {
+            self.parse_request();
+        }
+    }
+
+    fn parse_request(&mut self) {
+        match self.req_body.bytes() {
+            None => self.request_error = Some(MeasureError::RequestBodyTooLarge),
+            Some(b) if b.is_empty() => {}
+            Some(b) => match request::parse_request(b) {
+                Ok(info) => self.request = info,
+                Err(_) => self.request_error = Some(MeasureError::RequestNotJson),
+            },
+        }
+        self.req_body.release();
+    }
+
+    /// The final (non-1xx) response header from the upstream.
+    pub fn response_head(
+        &mut self,
+        at: Instant,
+        status: u16,
+        content_type: Option<&[u8]>,
+        content_encoding: Option<&[u8]>,
+        content_length: Option<u64>,
+    ) {
+        self.t_headers = Some(at);
+        self.status = Some(status);
+        self.body_kind = content_type.map_or(BodyKind::Opaque, BodyKind::from_content_type);
+        if !self.operation.is_llm() || !(200..300).contains(&status) {
+            return;
+        }
+        let encoded = content_encoding
+            .is_some_and(|e| !e.trim_ascii().is_empty() && !e.trim_ascii().eq_ignore_ascii_case(b"identity"));
+        match self.body_kind {
+            BodyKind::Opaque => {}
+            _ if encoded => self.stream.fail(MeasureError::CompressedBody),
+            BodyKind::Sse => self.sse = Some(SseDecoder::new(self.limits.sse)),
+            BodyKind::Json => {
+                let mut buf = CappedBuf::new(self.limits.json_body_bytes);
+                if let Some(len) = content_length {
+                    buf.reserve_for(len);
+                }
+                self.json = Some(buf);
+            }
+        }
+    }
+
+    /// A piece of the response body, seen at `at` (before it is written on).
+    pub fn response_body(&mut self, at: Instant, piece: &[u8], sink: &mut dyn TokenSink) {
+        self.response_bytes = self
+            .response_bytes
+            .saturating_add(u64::try_from(piece.len()).unwrap_or(u64::MAX));
+        if let Some(dec) = self.sse.as_mut() {
+            let st = &mut self.stream;
+            let ctx = EventCtx {
+                at,
+                operation: self.operation,
+                requested_model: self.request.model.as_deref(),
+            };
+            let result = dec.feed(piece, &mut |item| st.on_item(&ctx, item, sink));
+            if let Err(e) = result {
+                self.stream.fail(match e {
+                    SseError::LineTooLong => MeasureError::SseLineTooLong,
+                    SseError::EventTooLarge => MeasureError::SseEventTooLarge,
+                });
+                self.sse = None;
+            }
+        } else if let Some(buf) = self.json.as_mut() {
+            buf.push(piece);
+        }
+    }
+
+    /// The upstream body ended (the last byte has been seen).
+    pub fn response_end(&mut self, at: Instant) {
+        self.t_body_end = Some(at);
+        if let Some(buf) = self.json.take() {
+            match buf.bytes() {
+                None => self.stream.fail(MeasureError::JsonBodyTooLarge),
+                Some(body) => match openai::classify_json(body) {
+                    Ok(s) => self.stream.absorb_body(&s),
+                    Err(_) => self.stream.fail(MeasureError::InvalidJsonBody),
+                },
+            }
+        }
+    }
+
+    /// Stops all decoding after a decoder panicked; the stream flows on.
+    pub fn poison(&mut self) {
+        self.sse = None;
+        self.json = None;
+        self.stream.fail(MeasureError::DecoderPanic);
+    }
+
+    /// Closes the record.
+    pub fn finish(&mut self, at: Instant, end: TransportEnd) -> RequestRecord {
+        let st = &self.stream;
+        let t0 = self.t0;
+        let since = move |t: Option<Instant>| t.map(|t| t.saturating_duration_since(t0));
+        let end_at = match end {
+            TransportEnd::Complete => self.t_body_end.unwrap_or(at),
+            _ => at,
+        };
+        let e2e = end_at.saturating_duration_since(self.t0);
+        let is_sse = self.body_kind == BodyKind::Sse && self.operation.is_llm();
+        let status = self.status.unwrap_or(0);
+
+        let (outcome, error_type) = match end {
+            TransportEnd::ClientGone => (Outcome::ClientCancelled, Some(ErrorType::ClientClosed)),
+            TransportEnd::BadRequest => (Outcome::HttpError, Some(ErrorType::BadRequest)),
+            TransportEnd::Internal => (Outcome::UpstreamError, Some(ErrorType::Internal)),
+            TransportEnd::Upstream(kind) if self.status.is_some() => (Outcome::UpstreamTruncated, Some(kind)),
+            TransportEnd::Upstream(kind) => (Outcome::UpstreamError, Some(kind)),
+            TransportEnd::Complete if st.error_event => {
+                (Outcome::UpstreamError, Some(ErrorType::StreamErrorEvent))
+            }
+            TransportEnd::Complete if status >= 400 => (Outcome::HttpError, None),
+            TransportEnd::Complete
+                if is_sse && st.measure_error.is_none() && (200..300).contains(&status) && !st.done && st.finish.is_none() =>
+            {
+                (Outcome::UpstreamTruncated, Some(ErrorType::MissingTerminator))
+            }
+            TransportEnd::Complete if st.measure_error.is_some() => (Outcome::Unmeasured, None),
+            TransportEnd::Complete => (Outcome::Ok, None),
+        };
+
+        let (output_tokens, output_source) = match st.usage.completion_tokens {
+            Some(n) => (Some(n), Some(TokenSource::Usage)),
+            None if self.sse.is_some() && st.measure_error.is_none() => {
+                (Some(st.choice_deltas), Some(TokenSource::Events))
+            }
+            None => (None, None),
+        };
+        let ttft = since(st.t_first_token);
+        let tpot = match (outcome, ttft, output_tokens) {
+            (Outcome::Ok, Some(ttft), Some(n)) if n >= 2 && self.is_stream() => {
+                let n = u32::try_from(n - 1).unwrap_or(u32::MAX);
+                Some(e2e.saturating_sub(ttft) / n)
+            }
+            _ => None,
+        };
+
+        RequestRecord {
+            started_at: self.started_at,
+            operation: self.operation,
+            stream: self.is_stream(),
+            request: std::mem::take(&mut self.request),
+            request_id: self.request_id.take(),
+            request_body_bytes: self.req_body.total(),
+            status: self.status,
+            response_model: self.stream.response_model.take(),
+            response_body_bytes: self.response_bytes,
+            ttfb: since(self.t_headers),
+            time_to_first_event: since(self.stream.t_first_event),
+            ttft,
+            ttft_visible: since(self.stream.t_first_visible),
+            last_token: since(self.stream.prev_token),
+            e2e,
+            events: self.stream.events,
+            token_events: self.stream.token_events,
+            gaps: self.stream.gaps,
+            input_tokens: self.stream.usage.prompt_tokens,
+            output_tokens,
+            output_source,
+            cached_tokens: self.stream.usage.cached_tokens,
+            reasoning_tokens: self.stream.usage.reasoning_tokens,
+            tpot,
+            finish_reason: self.stream.finish,
+            done_seen: self.stream.done,
+            outcome,
+            error_type,
+            measure_error: self.stream.measure_error.or(self.request_error),
+        }
+    }
+}
+
+impl StreamState {
+    fn fail(&mut self, e: MeasureError) {
+        self.measure_error.get_or_insert(e);
+    }
+
+    fn on_item(&mut self, ctx: &EventCtx<'_>, item: SseItem<'_>, sink: &mut dyn TokenSink) {
+        let at = ctx.at;
+        let SseItem::Event { event, data } = item else {
+            return; // comments (keep-alives) are never events nor tokens
+        };
+        self.events = self.events.saturating_add(1);
+        self.t_first_event.get_or_insert(at);
+        let s = match openai::classify_event(event, data) {
+            Ok(s) => s,
+            Err(_) => {
+                self.fail(MeasureError::InvalidJsonEvent);
+                return;
+            }
+        };
+        self.absorb_common(&s);
+        match s.kind {
+            EventKind::Done => self.done = true,
+            EventKind::Token => self.token_event(ctx, &s, sink),
+            _ => {}
+        }
+    }
+
+    /// Usage, finish reason, model and error flags, common to events and bodies.
+    fn absorb_common(&mut self, s: &EventSummary<'_>) {
+        if let Some(u) = s.usage {
+            merge(&mut self.usage.prompt_tokens, u.prompt_tokens);
+            merge(&mut self.usage.completion_tokens, u.completion_tokens);
+            merge(&mut self.usage.cached_tokens, u.cached_tokens);
+            merge(&mut self.usage.reasoning_tokens, u.reasoning_tokens);
+        }
+        if s.finish.is_some() {
+            self.finish = s.finish;
+        }
+        if s.kind == EventKind::Error {
+            self.error_event = true;
+        }
+        if self.response_model.is_none() {
+            if let Some(m) = s.model.and_then(openai::raw_str) {
+                self.response_model = Some(request::truncate(&m, MAX_MODEL_BYTES).to_owned());
+            }
+        }
+    }
+
+    /// A whole non-streaming body: no token timing, only what it says.
+    fn absorb_body(&mut self, s: &EventSummary<'_>) {
+        self.absorb_common(s);
+        if s.kind == EventKind::Token {
+            self.choice_deltas = self.choice_deltas.saturating_add(u64::from(s.token_choices));
+        }
+    }
+
+    fn token_event(&mut self, ctx: &EventCtx<'_>, s: &EventSummary<'_>, sink: &mut dyn TokenSink) {
+        let at = ctx.at;
+        let gap = self.prev_token.map(|p| at.saturating_duration_since(p));
+        if let Some(g) = gap {
+            self.gaps.add(g);
+        }
+        // Tokens in this event are known from continuous usage only: this
+        // event and the previous token event (if any) both carried usage.
+        let completion = s.usage.and_then(|u| u.completion_tokens);
+        let tokens = match completion {
+            Some(now) if self.token_events == 0 || self.prev_token_had_usage => {
+                Some(now.saturating_sub(self.last_completion_tokens.unwrap_or(0)))
+            }
+            _ => None,
+        };
+        self.prev_token_had_usage = completion.is_some();
+        if completion.is_some() {
+            self.last_completion_tokens = completion;
+        }
+        self.t_first_token.get_or_insert(at);
+        if s.visible {
+            self.t_first_visible.get_or_insert(at);
+        }
+        let index = self.token_events;
+        self.token_events = self.token_events.saturating_add(1);
+        self.choice_deltas = self.choice_deltas.saturating_add(u64::from(s.token_choices));
+        self.prev_token = Some(at);
+        sink.token_event(&TokenEvent {
+            index,
+            operation: ctx.operation,
+            model: ctx.requested_model.or(self.response_model.as_deref()),
+            at,
+            since_start: at.saturating_duration_since(self.t0),
+            gap,
+            tokens,
+        });
+    }
+}
+
+/// What every event of one piece shares.
+struct EventCtx<'a> {
+    at: Instant,
+    operation: Operation,
+    requested_model: Option<&'a str>,
+}
+
+fn merge(dst: &mut Option<u64>, src: Option<u64>) {
+    if src.is_some() {
+        *dst = src;
+    }
+}
+
+#[cfg(test)]
+mod tests;

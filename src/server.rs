@@ -1,0 +1,221 @@
+//! Builds and runs the pingora `Server` for a validated `Config`: one proxy
+//! service per tap (own runtime, own listener, own upstream pool) and one
+//! admin service.
+//!
+//! Two ways to run it: `run` blocks the calling thread and obeys Unix
+//! signals (SIGINT fast, SIGTERM graceful) — that is `tokentap run`;
+//! `spawn` runs it on a background thread and returns a `Running` handle to
+//! stop it — that is the demo and the tests. Both first check that every
+//! listen address can be bound, so a taken port is a clear error naming the
+//! key instead of a panic inside pingora.
+
+use crate::admin::{AdminApp, Readiness};
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::observe::Hooks;
+use crate::proxy::{Tap, TapProxy};
+use async_trait::async_trait;
+use pingora::apps::HttpServerOptions;
+use pingora::proxy::ProxyServiceBuilder;
+use pingora::server::configuration::ServerConf;
+use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
+use pingora::services::listening::Service;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// A startup problem.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{key}: cannot listen on {addr}: {source}")]
+    Listen {
+        key: String,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("metrics registry: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error("listeners did not come up within {0:?}")]
+    NotReady(Duration),
+    #[error("cannot start the server thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// Checks that every listen address can be bound right now.
+pub fn check_listeners(config: &Config) -> Result<(), StartError> {
+    let mut all = vec![("admin.listen".to_string(), config.admin_listen)];
+    for (i, t) in config.taps.iter().enumerate() {
+        all.push((format!("taps[{i}].listen"), t.listen));
+    }
+    for (key, addr) in all {
+        TcpListener::bind(addr).map_err(|source| StartError::Listen { key, addr, source })?;
+    }
+    Ok(())
+}
+
+/// The pingora server and what is shared with it.
+pub struct Built {
+    pub server: Server,
+    pub metrics: Arc<Metrics>,
+    pub ready: Readiness,
+}
+
+/// Builds (does not start) the server.
+pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
+    check_listeners(config)?;
+    let metrics = Arc::new(Metrics::new(config.max_models)?);
+    let ready = Readiness::default();
+    let conf = ServerConf {
+        threads: config.threads,
+        grace_period_seconds: Some(config.grace_period.as_secs()),
+        graceful_shutdown_timeout_seconds: Some(config.shutdown_timeout.as_secs()),
+        // POSTs are never retried once sent; connect failures are not either.
+        max_retries: 1,
+        ..Default::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(None, conf);
+    server.bootstrap();
+    for tap_cfg in &config.taps {
+        let tap = Arc::new(Tap::new(tap_cfg.clone(), metrics.clone(), hooks.clone()));
+        let mut opts = HttpServerOptions::default();
+        opts.h2c = tap_cfg.h2c;
+        let mut svc = ProxyServiceBuilder::new(&server.configuration, TapProxy::new(tap))
+            .name(format!("tap {}", tap_cfg.name))
+            .server_options(opts)
+            .build();
+        svc.threads = Some(config.threads);
+        svc.add_tcp(&tap_cfg.listen.to_string());
+        server.add_service(svc);
+    }
+    let mut admin = Service::new(
+        "admin".to_string(),
+        pingora::apps::http_app::HttpServer::new_app(AdminApp::new(metrics.clone(), ready.clone())),
+    );
+    admin.threads = Some(1);
+    admin.add_tcp(&config.admin_listen.to_string());
+    server.add_service(admin);
+    Ok(Built { server, metrics, ready })
+}
+
+/// Waits until every listener of `config` accepts connections.
+fn wait_listening(config: &Config, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    let addrs: Vec<SocketAddr> =
+        std::iter::once(config.admin_listen).chain(config.taps.iter().map(|t| t.listen)).collect();
+    for addr in addrs {
+        loop {
+            let probe = match addr {
+                // A wildcard listener is reachable on loopback.
+                SocketAddr::V4(a) if a.ip().is_unspecified() => SocketAddr::from(([127, 0, 0, 1], a.port())),
+                SocketAddr::V6(a) if a.ip().is_unspecified() => SocketAddr::from(([0u16, 0, 0, 0, 0, 0, 0, 1], a.port())),
+                a => a,
+            };
+            if TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok() {
+                break;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    true
+}
+
+/// Runs until SIGINT (fast) or SIGTERM (graceful); blocks the caller.
+pub fn run(config: &Config, hooks: Hooks) -> Result<(), StartError> {
+    let built = build(config, hooks)?;
+    let ready = built.ready.clone();
+    let cfg = config.clone();
+    std::thread::Builder::new()
+        .name("tokentap-ready".into())
+        .spawn(move || {
+            if wait_listening(&cfg, Duration::from_secs(30)) {
+                ready.set(true);
+                tracing::info!(admin = %cfg.admin_listen, taps = cfg.taps.len(), "tokentap ready");
+            } else {
+                tracing::error!("listeners did not come up within 30 s");
+            }
+        })
+        .map_err(StartError::Thread)?;
+    built.server.run(RunArgs::default());
+    Ok(())
+}
+
+/// A server running on a background thread.
+pub struct Running {
+    pub metrics: Arc<Metrics>,
+    pub ready: Readiness,
+    stop: watch::Sender<Option<StopKind>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum StopKind {
+    Fast,
+    Graceful,
+}
+
+struct StopWatch(watch::Receiver<Option<StopKind>>);
+
+#[async_trait]
+impl ShutdownSignalWatch for StopWatch {
+    async fn recv(&self) -> ShutdownSignal {
+        let mut rx = self.0.clone();
+        let kind = match rx.wait_for(Option::is_some).await {
+            Ok(v) => *v,
+            Err(_) => Some(StopKind::Fast),
+        };
+        match kind {
+            Some(StopKind::Graceful) => ShutdownSignal::GracefulTerminate,
+            _ => ShutdownSignal::FastShutdown,
+        }
+    }
+}
+
+/// Starts the server on a background thread; returns once every listener
+/// accepts connections.
+pub fn spawn(config: &Config, hooks: Hooks) -> Result<Running, StartError> {
+    let Built { server, metrics, ready } = build(config, hooks)?;
+    let (stop, rx) = watch::channel(None);
+    let thread = std::thread::Builder::new()
+        .name("tokentap-server".into())
+        .spawn(move || server.run(RunArgs { shutdown_signal: Box::new(StopWatch(rx)) }))
+        .map_err(StartError::Thread)?;
+    let limit = Duration::from_secs(10);
+    let mut running = Running { metrics, ready, stop, thread: Some(thread) };
+    if !wait_listening(config, limit) {
+        running.stop();
+        return Err(StartError::NotReady(limit));
+    }
+    running.ready.set(true);
+    Ok(running)
+}
+
+impl Running {
+    /// Fast shutdown (like SIGINT); returns when the server thread ended.
+    pub fn stop(&mut self) {
+        self.finish(StopKind::Fast);
+    }
+
+    /// Graceful shutdown (like SIGTERM).
+    pub fn stop_graceful(&mut self) {
+        self.finish(StopKind::Graceful);
+    }
+
+    fn finish(&mut self, kind: StopKind) {
+        self.ready.set(false);
+        let _ = self.stop.send(Some(kind));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,129 @@
+//! `tokentap sim`: an OpenAI-compatible engine that tells the truth.
+//!
+//! It serves `/v1/chat/completions` and `/v1/completions` (streaming or not)
+//! and `/v1/models`, with a configurable TTFT, inter-token gap (mean plus
+//! seeded jitter), output length, tokens per event, usage (honouring
+//! `include_usage` and `continuous_usage_stats`), a role-only first delta,
+//! keep-alive comments, line endings, HTTP chunk splitting, and faults
+//! (malformed event, reset or close mid-stream, clean end without `[DONE]`,
+//! stall, 4xx/5xx, slow headers, a huge line). Every knob can be set per
+//! request with the `x-sim` header. It records the send time of every event
+//! (`truth`), so tests compare what tokentap measured with what was sent.
+//!
+//! It writes HTTP/1.1 itself (requests parsed by httparse) because its job
+//! is exact control of the bytes on the wire: chunk boundaries, partial
+//! chunks, RST versus FIN, and a timestamp taken at the `write` of each event.
+
+pub mod profile;
+pub mod script;
+mod serve;
+pub mod truth;
+pub mod wire;
+
+pub use profile::{Fault, Profile};
+pub use truth::{Truth, TruthLog};
+
+use serve::SimState;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio_rustls::TlsAcceptor;
+
+/// `tokentap sim` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8000")]
+    pub listen: SocketAddr,
+    /// Serve HTTPS with this PEM certificate chain (needs --tls-key).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Append the ground truth of every request to this JSONL file.
+    #[arg(long)]
+    pub ground_truth: Option<PathBuf>,
+    #[command(flatten)]
+    pub profile: Profile,
+}
+
+/// How many served requests the in-memory ground truth keeps.
+const TRUTH_CAP: usize = 100_000;
+
+fn tls_acceptor(cert: &Path, key: &Path) -> std::io::Result<TlsAcceptor> {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let bad = |e: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
+    let certs = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| bad(format!("{}: {e}", cert.display())))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(format!("{}: {e}", cert.display())))?;
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| bad(format!("{}: {e}", key.display())))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .map_err(|e| bad(e.to_string()))?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// A simulator running on its own thread and runtime.
+pub struct Simulator {
+    pub addr: SocketAddr,
+    pub truth: Arc<TruthLog>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Simulator {
+    /// Binds `args.listen` (port 0 picks a free port) and serves in the
+    /// background until dropped.
+    pub fn spawn(args: &SimArgs) -> std::io::Result<Simulator> {
+        let tls = match (&args.tls_cert, &args.tls_key) {
+            (Some(c), Some(k)) => Some(tls_acceptor(c, k)?),
+            _ => None,
+        };
+        let truth = Arc::new(TruthLog::new(TRUTH_CAP, args.ground_truth.as_deref())?);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("tokentap-sim")
+            .enable_all()
+            .build()?;
+        // Bound here (std) so that spawning works from inside another runtime.
+        let listener = std::net::TcpListener::bind(args.listen)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(SimState::new(args.profile.clone(), truth.clone(), tls));
+        runtime.spawn(async move {
+            match tokio::net::TcpListener::from_std(listener) {
+                Ok(l) => {
+                    if let Err(e) = serve::serve(l, state).await {
+                        tracing::error!("simulator stopped: {e}");
+                    }
+                }
+                Err(e) => tracing::error!("simulator cannot listen: {e}"),
+            }
+        });
+        Ok(Simulator { addr, truth, runtime: Some(runtime) })
+    }
+
+    /// Serves on the calling thread until Ctrl-C.
+    pub fn run_blocking(args: &SimArgs) -> std::io::Result<()> {
+        let sim = Simulator::spawn(args)?;
+        tracing::info!(addr = %sim.addr, tls = args.tls_cert.is_some(), "simulator listening");
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        rt.block_on(tokio::signal::ctrl_c())?;
+        drop(sim);
+        Ok(())
+    }
+}
+
+impl Drop for Simulator {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}

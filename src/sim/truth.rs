@@ -1,0 +1,156 @@
+//! Ground truth: what the simulator actually sent and when, per request.
+//!
+//! Kept in memory (bounded, newest kept) for in-process tests, and appended
+//! as one JSON line per request to a file when `--ground-truth FILE` is set.
+//! Times are instants taken right after each `write` returned (the bytes are
+//! in the kernel), and in the file milliseconds since the request was
+//! received plus the wall-clock receive time.
+
+use super::script::Mark;
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TruthEvent {
+    pub mark: Mark,
+    #[serde(skip)]
+    pub at: Instant,
+    /// Milliseconds since the request was received.
+    pub t_ms: f64,
+    pub tokens: u32,
+}
+
+/// One request as the simulator served it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Truth {
+    pub seq: u64,
+    /// The client's `x-request-id`, if any.
+    pub request_id: Option<String>,
+    pub path: String,
+    pub stream: bool,
+    pub fault: String,
+    /// TLS server name the client sent, if TLS.
+    pub sni: Option<String>,
+    #[serde(skip)]
+    pub received: Instant,
+    pub received_unix_ns: u128,
+    pub events: Vec<TruthEvent>,
+    /// When the simulator saw the client go away before it finished.
+    #[serde(skip)]
+    pub peer_closed: Option<Instant>,
+    pub peer_closed_ms: Option<f64>,
+    pub prompt_tokens: u32,
+    pub completion_tokens: u32,
+    /// The planned response was written completely.
+    pub complete: bool,
+}
+
+impl Truth {
+    pub fn new(seq: u64, request_id: Option<String>, path: String, received: Instant) -> Self {
+        Truth {
+            seq,
+            request_id,
+            path,
+            stream: false,
+            fault: "none".into(),
+            sni: None,
+            received,
+            received_unix_ns: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos()),
+            events: Vec::new(),
+            peer_closed: None,
+            peer_closed_ms: None,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            complete: false,
+        }
+    }
+
+    pub fn mark(&mut self, mark: Mark, at: Instant, tokens: u32) {
+        let t_ms = at.saturating_duration_since(self.received).as_secs_f64() * 1000.0;
+        self.events.push(TruthEvent { mark, at, t_ms, tokens });
+    }
+
+    pub fn peer_closed_at(&mut self, at: Instant) {
+        self.peer_closed = Some(at);
+        self.peer_closed_ms = Some(at.saturating_duration_since(self.received).as_secs_f64() * 1000.0);
+    }
+
+    /// Send times of the token events.
+    pub fn token_times(&self) -> Vec<Instant> {
+        self.events.iter().filter(|e| e.mark == Mark::Token).map(|e| e.at).collect()
+    }
+
+    /// Time from receipt to the first token event.
+    pub fn ttft(&self) -> Option<Duration> {
+        self.token_times().first().map(|t| t.saturating_duration_since(self.received))
+    }
+}
+
+/// The log of served requests.
+pub struct TruthLog {
+    mem: Mutex<VecDeque<Truth>>,
+    cap: usize,
+    file: Option<Mutex<BufWriter<File>>>,
+}
+
+impl TruthLog {
+    pub fn new(cap: usize, path: Option<&Path>) -> std::io::Result<Self> {
+        let file = match path {
+            Some(p) => Some(Mutex::new(BufWriter::new(
+                std::fs::OpenOptions::new().create(true).append(true).open(p)?,
+            ))),
+            None => None,
+        };
+        Ok(TruthLog { mem: Mutex::new(VecDeque::new()), cap, file })
+    }
+
+    pub fn push(&self, t: Truth) {
+        if let Some(f) = &self.file {
+            if let (Ok(mut f), Ok(line)) = (f.lock(), serde_json::to_string(&t)) {
+                let _ = writeln!(f, "{line}");
+                let _ = f.flush();
+            }
+        }
+        if let Ok(mut m) = self.mem.lock() {
+            if m.len() >= self.cap {
+                m.pop_front();
+            }
+            m.push_back(t);
+        }
+    }
+
+    /// All requests still held, oldest first.
+    pub fn all(&self) -> Vec<Truth> {
+        self.mem.lock().map(|m| m.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// The request with this `x-request-id`, once it has been served.
+    pub fn find(&self, request_id: &str) -> Option<Truth> {
+        self.mem
+            .lock()
+            .ok()?
+            .iter()
+            .rev()
+            .find(|t| t.request_id.as_deref() == Some(request_id))
+            .cloned()
+    }
+
+    /// Waits (polling) until the request shows up, for tests.
+    pub async fn wait_for(&self, request_id: &str, limit: Duration) -> Option<Truth> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(t) = self.find(request_id) {
+                return Some(t);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Transparent forwarding: bytes, statuses and headers through a tap equal
+//! those sent direct; events are neither delayed nor coalesced; h2c clients
+//! work; admin paths are never answered on a tap.
+
+use crate::support::*;
+use bytes::Bytes;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use sha2::{Digest, Sha256};
+use std::time::Duration;
+use tokentap::client::{self, Response};
+use tokentap::sim::Profile;
+
+/// Headers a proxy may legitimately rewrite: hop-by-hop framing, and `date`,
+/// which pingora always sets (RFC 9110 §6.6.1 requires a proxy to add one
+/// when the upstream sent none; pingora also refreshes an existing one).
+const PROXY_OWNED: &[&str] = &["connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "trailer", "upgrade", "date"];
+
+fn end_to_end(r: &Response) -> Vec<(String, Vec<u8>)> {
+    r.headers.iter().filter(|(k, _)| !PROXY_OWNED.contains(&k.as_str())).cloned().collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn byte_exact_over_1200_random_responses() {
+    let _g = serial().await;
+    let base = Profile { ttft_ms: 0.0, itl_ms: 0.0, ..Profile::default() };
+    // Two identical simulators fed the same request sequence produce the
+    // same bytes: one is reached direct, one through the tap.
+    let direct = sim(base.clone());
+    let behind = sim(base);
+    let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    let mut rng = StdRng::seed_from_u64(7);
+    let (mut streamed, mut plain, mut bytes) = (0, 0, 0usize);
+    let mut all = Sha256::new();
+    let n = 1200;
+    for i in 0..n {
+        let stream = rng.random_range(0..5) != 0;
+        let path = if rng.random_bool(0.7) { "/v1/chat/completions" } else { "/v1/completions" };
+        let sim_opts = format!(
+            "output-tokens={},tokens-per-event={},line-ending={},split={},seed={},role-delta={},keepalive-ms={}",
+            rng.random_range(1..300),
+            rng.random_range(1..4),
+            ["lf", "crlf", "cr", "mixed"][rng.random_range(0..4)],
+            ["none", "random"][rng.random_range(0..2)],
+            rng.random_range(0..1_000_000u64),
+            rng.random_bool(0.5),
+            0,
+        );
+        let body = chat(stream, rng.random_bool(0.5));
+        let id = format!("bx-{i}");
+        let headers = [("content-type", "application/json"), ("x-sim", sim_opts.as_str()), ("x-request-id", id.as_str())];
+        let a = client::send(direct.addr, "POST", path, &headers, &body).await.unwrap();
+        let b = client::send(tap.addr, "POST", path, &headers, &body).await.unwrap();
+        assert_eq!(a.status, b.status, "{id} {sim_opts}");
+        assert_eq!(end_to_end(&a), end_to_end(&b), "{id}: headers differ");
+        assert!(b.header("date").is_some(), "{id}: a proxy adds Date when the upstream has none");
+        assert!(a.complete && b.complete, "{id}: complete");
+        let (ha, hb) = (Sha256::digest(&a.body), Sha256::digest(&b.body));
+        assert_eq!(ha, hb, "{id} {sim_opts}: body differs ({} vs {} bytes)", a.body.len(), b.body.len());
+        all.update(hb);
+        bytes += b.body.len();
+        if stream {
+            streamed += 1;
+        } else {
+            plain += 1;
+        }
+    }
+    // Every request was counted exactly once.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while tap.records.count() < n && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(tap.records.count(), n);
+    assert!(tap.records.all().iter().all(|r| r.outcome == tokentap::record::Outcome::Ok));
+    println!("byte-exact: {streamed} streamed + {plain} non-streamed responses, {bytes} body bytes, 0 mismatches, sha256 of hashes {:x}", all.finalize());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_50ms_apart_arrive_as_separate_reads_within_5ms() {
+    let _g = serial().await;
+    let behind = sim(Profile { ttft_ms: 50.0, itl_ms: 50.0, output_tokens: 12, ..Profile::default() });
+    let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    let body = chat(true, false);
+    let req = client::request_bytes(
+        "POST",
+        "/v1/chat/completions",
+        "x",
+        &[("content-type", "application/json"), ("x-request-id", "nc-1")],
+        &body,
+    );
+    let raw = raw_exchange(tap.addr, &req).await;
+    let truth = behind.truth.wait_for("nc-1", Duration::from_secs(5)).await.unwrap();
+    let sends = truth.token_times();
+    assert_eq!(sends.len(), 12);
+    let mut worst = Duration::ZERO;
+    // The last token is followed at once by finish, [DONE] and the end: those
+    // may share a read. Every earlier token was sent 50 ms after the previous.
+    for (k, send) in sends.iter().enumerate().take(sends.len() - 1) {
+        let hits: Vec<_> = raw
+            .reads
+            .iter()
+            .filter(|(t, _)| *t + Duration::from_millis(1) >= *send && *t <= *send + Duration::from_millis(5))
+            .collect();
+        assert_eq!(hits.len(), 1, "token {k}: expected one read within 5 ms of its send, got {}", hits.len());
+        let (t, bytes) = hits[0];
+        let events = bytes.windows(6).filter(|w| w == b"data: ").count();
+        assert_eq!(events, 1, "token {k} coalesced with another event: {:?}", String::from_utf8_lossy(bytes));
+        worst = worst.max(diff(*t, *send));
+    }
+    println!("no coalescing: 11 events 50 ms apart, each its own read, worst send->read {:.3} ms", ms(worst));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h2c_clients_stream_and_the_empty_final_data_frame_is_harmless() {
+    let _g = serial().await;
+    let base = Profile { ttft_ms: 5.0, itl_ms: 1.0, output_tokens: 20, ..Profile::default() };
+    let direct = sim(base.clone());
+    let behind = sim(base);
+    let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    let tcp = tokio::net::TcpStream::connect(tap.addr).await.unwrap();
+    let (h2, conn) = h2::client::handshake(tcp).await.unwrap();
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    for round in 0..3 {
+        let body = chat(true, true);
+        let direct_resp = client::send(direct.addr, "POST", "/v1/chat/completions", &[("content-type", "application/json")], &body)
+            .await
+            .unwrap();
+        let mut h2 = h2.clone().ready().await.unwrap();
+        let req = http::Request::builder()
+            .method("POST")
+            .uri(format!("http://{}/v1/chat/completions", tap.addr))
+            .header("content-type", "application/json")
+            .body(())
+            .unwrap();
+        let (resp, mut send) = h2.send_request(req, false).unwrap();
+        send.send_data(Bytes::from(body), false).unwrap();
+        // An empty DATA frame with END_STREAM: pingora #935 would write a
+        // second chunked terminator upstream and break the next request.
+        send.send_data(Bytes::new(), true).unwrap();
+        let resp = resp.await.unwrap();
+        assert_eq!(resp.status(), 200, "round {round}");
+        let mut stream = resp.into_body();
+        let mut got = Vec::new();
+        while let Some(chunk) = stream.data().await {
+            let chunk = chunk.unwrap();
+            stream.flow_control().release_capacity(chunk.len()).unwrap();
+            got.extend_from_slice(&chunk);
+        }
+        assert_eq!(got, direct_resp.body, "round {round}: h2c body equals direct");
+    }
+    let ok = tap.sample("tokentap_requests_total{boundary=\"engine\",model=\"sim-model\",operation=\"chat\",outcome=\"ok\",stream=\"true\",tap=\"t\"}");
+    assert_eq!(ok, 3.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_paths_are_served_on_the_admin_listener_only() {
+    let _g = serial().await;
+    let behind = sim(Profile::default());
+    let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    let on_tap = client::send(tap.addr, "GET", "/metrics", &[], b"").await.unwrap();
+    assert_eq!(on_tap.status, 404, "the simulator answered, not tokentap");
+    assert!(String::from_utf8_lossy(&on_tap.body).contains("not found"));
+    assert_eq!(on_tap.header("server"), Some(&b"tokentap-sim"[..]));
+    let metrics = client::send(tap.admin, "GET", "/metrics", &[], b"").await.unwrap();
+    assert_eq!(metrics.status, 200);
+    assert!(String::from_utf8_lossy(&metrics.body).contains("tokentap_build_info"));
+    assert_eq!(client::send(tap.admin, "GET", "/healthz", &[], b"").await.unwrap().status, 200);
+    assert_eq!(client::send(tap.admin, "GET", "/readyz", &[], b"").await.unwrap().status, 200);
+    let models = client::send(tap.addr, "GET", "/v1/models", &[], b"").await.unwrap();
+    assert!(String::from_utf8_lossy(&models.body).contains("sim-model"));
+}

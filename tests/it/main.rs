@@ -1,0 +1,8 @@
+//! The one integration-test crate (each `tests/*.rs` file would be its own
+//! binary linking all of pingora). Modules by promise; helpers in `support`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+
+mod accuracy;
+mod forwarding;
+mod support;

@@ -1,0 +1,210 @@
+//! Shared helpers: a simulator + tokentap harness on free loopback ports,
+//! record and event collectors, scraping, a raw reader that keeps every
+//! socket read, and the serial lock (timing assertions need a quiet machine,
+//! so integration tests run one at a time whatever the test runner does).
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokentap::config::Config;
+use tokentap::metrics::TapLabels;
+use tokentap::observe::{EventObserver, Hooks, RecordSink};
+use tokentap::record::{RequestRecord, TokenEvent};
+use tokentap::server::{self, Running};
+use tokentap::sim::{Profile, SimArgs, Simulator};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Held for the whole test.
+pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().await
+}
+
+pub fn free_addr() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+pub fn sim(profile: Profile) -> Simulator {
+    Simulator::spawn(&SimArgs {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        tls_cert: None,
+        tls_key: None,
+        ground_truth: None,
+        profile,
+    })
+    .unwrap()
+}
+
+/// Every finished request of the server.
+#[derive(Default)]
+pub struct Records(Mutex<Vec<(String, String, RequestRecord)>>);
+
+impl RecordSink for Records {
+    fn record(&self, tap: &TapLabels, model: &str, record: &RequestRecord) {
+        self.0.lock().unwrap().push((tap.tap.to_string(), model.to_string(), record.clone()));
+    }
+}
+
+impl Records {
+    pub fn all(&self) -> Vec<RequestRecord> {
+        self.0.lock().unwrap().iter().map(|(_, _, r)| r.clone()).collect()
+    }
+
+    pub fn count(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// The record of the request with this `x-request-id` (waits for `logging`).
+    pub async fn wait(&self, id: &str) -> RequestRecord {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(r) = self.0.lock().unwrap().iter().find(|(_, _, r)| r.request_id.as_deref() == Some(id)) {
+                return r.2.clone();
+            }
+            assert!(Instant::now() < deadline, "no record for {id}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Records with this id (to check a request is counted once).
+    pub fn with_id(&self, id: &str) -> usize {
+        self.0.lock().unwrap().iter().filter(|(_, _, r)| r.request_id.as_deref() == Some(id)).count()
+    }
+}
+
+/// One observed token event.
+#[derive(Debug, Clone)]
+pub struct SeenEvent {
+    pub request_id: Option<String>,
+    pub index: u32,
+    pub at: Instant,
+    pub since_start: Duration,
+    pub gap: Option<Duration>,
+}
+
+#[derive(Default)]
+pub struct Events(Mutex<Vec<SeenEvent>>);
+
+impl EventObserver for Events {
+    fn token_event(&self, _tap: &str, request_id: Option<&str>, ev: &TokenEvent<'_>) {
+        self.0.lock().unwrap().push(SeenEvent {
+            request_id: request_id.map(str::to_owned),
+            index: ev.index,
+            at: ev.at,
+            since_start: ev.since_start,
+            gap: ev.gap,
+        });
+    }
+}
+
+impl Events {
+    pub fn of(&self, id: &str) -> Vec<SeenEvent> {
+        self.0.lock().unwrap().iter().filter(|e| e.request_id.as_deref() == Some(id)).cloned().collect()
+    }
+}
+
+/// A running tokentap with one tap (`t`, boundary engine) in front of `upstream`.
+pub struct Tap {
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    pub server: Running,
+    pub records: Arc<Records>,
+    pub events: Arc<Events>,
+}
+
+impl Tap {
+    /// `extra` is YAML appended to the tap's entry (indented 4 spaces).
+    pub fn start(upstream: &str, extra: &str) -> Tap {
+        Tap::start_with(upstream, extra, Path::new("."))
+    }
+
+    pub fn start_with(upstream: &str, extra: &str, base: &Path) -> Tap {
+        for _ in 0..5 {
+            let (addr, admin) = (free_addr(), free_addr());
+            let yaml = format!(
+                "admin:\n  listen: {admin}\ntaps:\n  - name: t\n    boundary: engine\n    listen: {addr}\n    upstream: {upstream}\n{extra}"
+            );
+            let config = Config::from_yaml(&yaml, base).unwrap();
+            let records = Arc::new(Records::default());
+            let events = Arc::new(Events::default());
+            let hooks = Hooks { observer: Some(events.clone()), records: vec![records.clone()] };
+            match server::spawn(&config, hooks) {
+                Ok(server) => return Tap { addr, admin, server, records, events },
+                Err(server::StartError::Listen { .. }) => continue, // a port got taken meanwhile
+                Err(e) => panic!("{e}"),
+            }
+        }
+        panic!("no free ports");
+    }
+
+    pub fn scrape(&self) -> String {
+        String::from_utf8(self.server.metrics.prom.encode()).unwrap()
+    }
+
+    /// The value of one sample line of the scrape (`name{labels}`), 0 when absent.
+    pub fn sample(&self, name_and_labels: &str) -> f64 {
+        self.scrape()
+            .lines()
+            .find_map(|l| l.strip_prefix(name_and_labels).and_then(|rest| rest.trim().parse().ok()))
+            .unwrap_or(0.0)
+    }
+
+    pub fn in_flight(&self) -> f64 {
+        self.sample("tokentap_requests_in_flight{boundary=\"engine\",tap=\"t\"}")
+    }
+}
+
+/// A chat request body.
+pub fn chat(stream: bool, usage: bool) -> Vec<u8> {
+    serde_json::json!({
+        "model": "sim-model",
+        "stream": stream,
+        "stream_options": if usage { serde_json::json!({"include_usage": true}) } else { serde_json::Value::Null },
+        "messages": [{"role": "user", "content": "hello there"}],
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// Every read of a raw HTTP/1.1 exchange, with its time and bytes.
+pub struct RawReads {
+    pub reads: Vec<(Instant, Vec<u8>)>,
+}
+
+/// Sends `request` (complete bytes) and records every read until EOF.
+pub async fn raw_exchange(addr: SocketAddr, request: &[u8]) -> RawReads {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    s.write_all(request).await.unwrap();
+    let mut reads = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    loop {
+        match s.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => reads.push((Instant::now(), buf[..n].to_vec())),
+        }
+        if reads.iter().map(|(_, b)| b.len()).sum::<usize>() > 0
+            && reads.last().is_some_and(|(_, b)| b.ends_with(b"0\r\n\r\n"))
+        {
+            break;
+        }
+    }
+    RawReads { reads }
+}
+
+/// Milliseconds, for messages.
+pub fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// |a - b|.
+pub fn diff(a: Instant, b: Instant) -> Duration {
+    if a > b {
+        a - b
+    } else {
+        b - a
+    }
+}
