@@ -36,23 +36,44 @@ impl AdminApp {
 }
 
 /// Answers one admin request (pure of pingora: testable directly).
-pub fn answer(metrics: &Metrics, ready: &Readiness, method: &Method, path: &str) -> Response<Vec<u8>> {
+pub fn answer(
+    metrics: &Metrics,
+    ready: &Readiness,
+    method: &Method,
+    path: &str,
+) -> Response<Vec<u8>> {
     let (status, ctype, body) = match (method, path) {
-        (&Method::GET | &Method::HEAD, "/metrics") => {
-            (StatusCode::OK, "text/plain; version=0.0.4; charset=utf-8", metrics.prom.encode())
+        (&Method::GET | &Method::HEAD, "/metrics") => (
+            StatusCode::OK,
+            "text/plain; version=0.0.4; charset=utf-8",
+            metrics.prom.encode(),
+        ),
+        (&Method::GET | &Method::HEAD, "/healthz") => {
+            (StatusCode::OK, "text/plain", b"ok\n".to_vec())
         }
-        (&Method::GET | &Method::HEAD, "/healthz") => (StatusCode::OK, "text/plain", b"ok\n".to_vec()),
         (&Method::GET | &Method::HEAD, "/readyz") if ready.get() => {
             (StatusCode::OK, "text/plain", b"ready\n".to_vec())
         }
-        (&Method::GET | &Method::HEAD, "/readyz") => {
-            (StatusCode::SERVICE_UNAVAILABLE, "text/plain", b"not ready\n".to_vec())
+        (&Method::GET | &Method::HEAD, "/readyz") => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            b"not ready\n".to_vec(),
+        ),
+        (&Method::GET | &Method::HEAD, _) => {
+            (StatusCode::NOT_FOUND, "text/plain", b"not found\n".to_vec())
         }
-        (&Method::GET | &Method::HEAD, _) => (StatusCode::NOT_FOUND, "text/plain", b"not found\n".to_vec()),
-        _ => (StatusCode::METHOD_NOT_ALLOWED, "text/plain", b"method not allowed\n".to_vec()),
+        _ => (
+            StatusCode::METHOD_NOT_ALLOWED,
+            "text/plain",
+            b"method not allowed\n".to_vec(),
+        ),
     };
     let len = body.len();
-    let body = if method == Method::HEAD { Vec::new() } else { body };
+    let body = if method == Method::HEAD {
+        Vec::new()
+    } else {
+        body
+    };
     let mut resp = Response::new(body);
     *resp.status_mut() = status;
     if let (Ok(ct), Ok(cl)) = (ctype.parse(), len.to_string().parse()) {
@@ -84,7 +105,10 @@ mod tests {
         assert_eq!(answer(&m, &r, &Method::GET, "/readyz").status(), 200);
         let metrics = answer(&m, &r, &Method::GET, "/metrics");
         assert!(String::from_utf8_lossy(metrics.body()).contains("tokentap_build_info"));
-        assert_eq!(answer(&m, &r, &Method::GET, "/v1/chat/completions").status(), 404);
+        assert_eq!(
+            answer(&m, &r, &Method::GET, "/v1/chat/completions").status(),
+            404
+        );
         assert_eq!(answer(&m, &r, &Method::POST, "/metrics").status(), 405);
     }
 }

@@ -9,7 +9,11 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
-#[command(name = "tokentap", version, about = "A transparent measuring reverse proxy for LLM serving")]
+#[command(
+    name = "tokentap",
+    version,
+    about = "A transparent measuring reverse proxy for LLM serving"
+)]
 pub struct Cli {
     /// Log filter (tracing syntax, e.g. `info,tokentap=debug`); RUST_LOG also works.
     #[arg(long, global = true, env = "TOKENTAP_LOG", default_value = "info")]
@@ -42,12 +46,14 @@ pub enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run { config } => {
-            let cfg = Config::load(&config).map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
+            let cfg =
+                Config::load(&config).map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
             crate::server::run(&cfg, Hooks::default())?;
             Ok(())
         }
         Command::Validate { config } => {
-            let cfg = Config::load(&config).map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
+            let cfg =
+                Config::load(&config).map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
             println!("{}: ok", config.display());
             println!("  admin {}", cfg.admin_listen);
             for t in &cfg.taps {

@@ -40,7 +40,10 @@ pub struct Response {
 
 impl Response {
     pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_slice())
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_slice())
     }
 }
 
@@ -57,7 +60,13 @@ fn invalid(msg: &str) -> io::Error {
 }
 
 /// Builds the request bytes (always `Connection: close`).
-pub fn request_bytes(method: &str, path: &str, host: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+pub fn request_bytes(
+    method: &str,
+    path: &str,
+    host: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Vec<u8> {
     let mut out = format!("{method} {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n");
     for (k, v) in headers {
         out.push_str(&format!("{k}: {v}\r\n"));
@@ -72,7 +81,13 @@ pub fn request_bytes(method: &str, path: &str, host: &str, headers: &[(&str, &st
 }
 
 /// Sends one request and reads the whole response.
-pub async fn send(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> io::Result<Response> {
+pub async fn send(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> io::Result<Response> {
     send_with(addr, method, path, headers, body, |_| Flow::Continue).await
 }
 
@@ -90,7 +105,14 @@ where
 {
     let mut sock = TcpStream::connect(addr).await?;
     sock.set_nodelay(true)?;
-    sock.write_all(&request_bytes(method, path, &addr.to_string(), headers, body)).await?;
+    sock.write_all(&request_bytes(
+        method,
+        path,
+        &addr.to_string(),
+        headers,
+        body,
+    ))
+    .await?;
     let mut r = Response {
         status: 0,
         headers: Vec::new(),
@@ -112,7 +134,10 @@ where
                 r.complete = true;
             }
             if framing.is_none() {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed before the response head"));
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "connection closed before the response head",
+                ));
             }
             return Ok(r);
         }
@@ -126,7 +151,11 @@ where
                 httparse::Status::Complete(len) => {
                     r.status = resp.code.unwrap_or(0);
                     r.head_at = Some(at);
-                    r.headers = resp.headers.iter().map(|h| (h.name.to_ascii_lowercase(), h.value.to_vec())).collect();
+                    r.headers = resp
+                        .headers
+                        .iter()
+                        .map(|h| (h.name.to_ascii_lowercase(), h.value.to_vec()))
+                        .collect();
                     raw.drain(..len);
                     framing = Some(Framing::of(&r));
                 }
@@ -164,14 +193,20 @@ enum Framing {
 
 impl Framing {
     fn of(r: &Response) -> Framing {
-        let te = r.header("transfer-encoding").map(|v| v.to_ascii_lowercase());
+        let te = r
+            .header("transfer-encoding")
+            .map(|v| v.to_ascii_lowercase());
         if te.is_some_and(|te| te.windows(7).any(|w| w == b"chunked")) {
             return Framing::Chunked;
         }
         if r.status == 204 || r.status == 304 {
             return Framing::Length(0);
         }
-        match r.header("content-length").and_then(|v| std::str::from_utf8(v).ok()).and_then(|v| v.trim().parse().ok()) {
+        match r
+            .header("content-length")
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| v.trim().parse().ok())
+        {
             Some(n) => Framing::Length(n),
             None => Framing::Close,
         }

@@ -8,15 +8,18 @@
 //! Pure modules (`decode`, `record`) know nothing of sockets or pingora; the
 //! `proxy` hooks only timestamp and delegate to them.
 
-pub mod decode;
-pub mod record;
-pub mod metrics;
-pub mod config;
 pub mod admin;
-pub mod observe;
-pub mod proxy;
-pub mod server;
-pub mod sim;
 pub mod cli;
 pub mod client;
+pub mod config;
+pub mod decode;
 pub mod demo;
+pub mod metrics;
+pub mod observe;
+pub mod proxy;
+pub mod record;
+pub mod server;
+pub mod sim;
+
+#[cfg(test)]
+mod alloc_tests;

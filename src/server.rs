@@ -96,20 +96,29 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
     admin.threads = Some(1);
     admin.add_tcp(&config.admin_listen.to_string());
     server.add_service(admin);
-    Ok(Built { server, metrics, ready })
+    Ok(Built {
+        server,
+        metrics,
+        ready,
+    })
 }
 
 /// Waits until every listener of `config` accepts connections.
 fn wait_listening(config: &Config, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
-    let addrs: Vec<SocketAddr> =
-        std::iter::once(config.admin_listen).chain(config.taps.iter().map(|t| t.listen)).collect();
+    let addrs: Vec<SocketAddr> = std::iter::once(config.admin_listen)
+        .chain(config.taps.iter().map(|t| t.listen))
+        .collect();
     for addr in addrs {
         loop {
             let probe = match addr {
                 // A wildcard listener is reachable on loopback.
-                SocketAddr::V4(a) if a.ip().is_unspecified() => SocketAddr::from(([127, 0, 0, 1], a.port())),
-                SocketAddr::V6(a) if a.ip().is_unspecified() => SocketAddr::from(([0u16, 0, 0, 0, 0, 0, 0, 1], a.port())),
+                SocketAddr::V4(a) if a.ip().is_unspecified() => {
+                    SocketAddr::from(([127, 0, 0, 1], a.port()))
+                }
+                SocketAddr::V6(a) if a.ip().is_unspecified() => {
+                    SocketAddr::from(([0u16, 0, 0, 0, 0, 0, 0, 1], a.port()))
+                }
                 a => a,
             };
             if TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok() {
@@ -178,14 +187,27 @@ impl ShutdownSignalWatch for StopWatch {
 /// Starts the server on a background thread; returns once every listener
 /// accepts connections.
 pub fn spawn(config: &Config, hooks: Hooks) -> Result<Running, StartError> {
-    let Built { server, metrics, ready } = build(config, hooks)?;
+    let Built {
+        server,
+        metrics,
+        ready,
+    } = build(config, hooks)?;
     let (stop, rx) = watch::channel(None);
     let thread = std::thread::Builder::new()
         .name("tokentap-server".into())
-        .spawn(move || server.run(RunArgs { shutdown_signal: Box::new(StopWatch(rx)) }))
+        .spawn(move || {
+            server.run(RunArgs {
+                shutdown_signal: Box::new(StopWatch(rx)),
+            })
+        })
         .map_err(StartError::Thread)?;
     let limit = Duration::from_secs(10);
-    let mut running = Running { metrics, ready, stop, thread: Some(thread) };
+    let mut running = Running {
+        metrics,
+        ready,
+        stop,
+        thread: Some(thread),
+    };
     if !wait_listening(config, limit) {
         running.stop();
         return Err(StartError::NotReady(limit));

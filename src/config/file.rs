@@ -29,7 +29,9 @@ pub struct AdminFile {
 
 impl Default for AdminFile {
     fn default() -> Self {
-        AdminFile { listen: default_admin_listen() }
+        AdminFile {
+            listen: default_admin_listen(),
+        }
     }
 }
 
@@ -49,7 +51,9 @@ pub struct MetricsFile {
 
 impl Default for MetricsFile {
     fn default() -> Self {
-        MetricsFile { max_models: default_max_models() }
+        MetricsFile {
+            max_models: default_max_models(),
+        }
     }
 }
 
@@ -73,7 +77,11 @@ pub struct ServerFile {
 
 impl Default for ServerFile {
     fn default() -> Self {
-        ServerFile { threads: one(), grace_period_seconds: five(), shutdown_timeout_seconds: five() }
+        ServerFile {
+            threads: one(),
+            grace_period_seconds: five(),
+            shutdown_timeout_seconds: five(),
+        }
     }
 }
 
@@ -136,7 +144,11 @@ pub struct TlsFile {
 
 impl Default for TlsFile {
     fn default() -> Self {
-        TlsFile { ca_file: None, sni: None, verify: true }
+        TlsFile {
+            ca_file: None,
+            sni: None,
+            verify: true,
+        }
     }
 }
 

@@ -40,7 +40,10 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 fn err(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
-    ConfigError { key: key.into(), message: message.into() }
+    ConfigError {
+        key: key.into(),
+        message: message.into(),
+    }
 }
 
 /// Which system a tap sits in front of (methodology boundaries, plus
@@ -157,10 +160,16 @@ fn validate(f: FileConfig, base: &Path) -> Result<Config, ConfigError> {
         let key = format!("taps[{i}]");
         let tap = validate_tap(&key, t, base)?;
         if !names.insert(tap.name.clone()) {
-            return Err(err(format!("{key}.name"), format!("duplicate tap name `{}`", tap.name)));
+            return Err(err(
+                format!("{key}.name"),
+                format!("duplicate tap name `{}`", tap.name),
+            ));
         }
         if !listens.insert(tap.listen) {
-            return Err(err(format!("{key}.listen"), format!("{} is already used by another listener", tap.listen)));
+            return Err(err(
+                format!("{key}.listen"),
+                format!("{} is already used by another listener", tap.listen),
+            ));
         }
         taps.push(tap);
     }
@@ -176,10 +185,18 @@ fn validate(f: FileConfig, base: &Path) -> Result<Config, ConfigError> {
 
 fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapConfig, ConfigError> {
     let name = t.name.trim();
-    if name.is_empty() || name.len() > 64 || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
         return Err(err(
             format!("{key}.name"),
-            format!("`{}` is not a tap name (1-64 characters: letters, digits, `-`, `_`, `.`)", t.name),
+            format!(
+                "`{}` is not a tap name (1-64 characters: letters, digits, `-`, `_`, `.`)",
+                t.name
+            ),
         ));
     }
     let boundary = match t.boundary {
@@ -194,7 +211,10 @@ fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapConfig, Config
         if v.is_finite() && v > 0.0 && v <= 86_400.0 {
             Ok(Duration::from_secs_f64(v))
         } else {
-            Err(err(format!("{key}.timeouts.{k}"), format!("{v} is not a number of seconds in (0, 86400]")))
+            Err(err(
+                format!("{key}.timeouts.{k}"),
+                format!("{v} is not a number of seconds in (0, 86400]"),
+            ))
         }
     };
     let timeouts = Timeouts {
@@ -206,7 +226,10 @@ fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapConfig, Config
         if (1024..=(1 << 30)).contains(&v) {
             Ok(v)
         } else {
-            Err(err(format!("{key}.limits.{k}"), format!("{v} is outside 1024..=1073741824 bytes")))
+            Err(err(
+                format!("{key}.limits.{k}"),
+                format!("{v} is outside 1024..=1073741824 bytes"),
+            ))
         }
     };
     let limits = MeterLimits {
@@ -234,9 +257,12 @@ fn listen_addr(key: &str, s: &str) -> Result<SocketAddr, ConfigError> {
     if let Ok(a) = s.parse::<SocketAddr>() {
         return Ok(a);
     }
-    let (host, port) = s
-        .rsplit_once(':')
-        .ok_or_else(|| err(key, format!("`{s}` is not an address (expected ip:port or host:port)")))?;
+    let (host, port) = s.rsplit_once(':').ok_or_else(|| {
+        err(
+            key,
+            format!("`{s}` is not an address (expected ip:port or host:port)"),
+        )
+    })?;
     let port: u16 = port
         .parse()
         .map_err(|_| err(key, format!("`{s}`: `{port}` is not a port number")))?;
@@ -262,7 +288,12 @@ fn upstream(key: &str, t: &TapFile, base: &Path) -> Result<Upstream, ConfigError
     let https = match uri.scheme_str() {
         Some("http") => false,
         Some("https") => true,
-        _ => return Err(err(&ukey, format!("`{}`: the scheme must be http:// or https://", t.upstream))),
+        _ => {
+            return Err(err(
+                &ukey,
+                format!("`{}`: the scheme must be http:// or https://", t.upstream),
+            ))
+        }
     };
     let host = uri
         .host()
@@ -271,16 +302,25 @@ fn upstream(key: &str, t: &TapFile, base: &Path) -> Result<Upstream, ConfigError
     if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
         return Err(err(
             &ukey,
-            format!("`{}`: only scheme://host:port is supported (requests keep their own path)", t.upstream),
+            format!(
+                "`{}`: only scheme://host:port is supported (requests keep their own path)",
+                t.upstream
+            ),
         ));
     }
     let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
     let addr = resolve(host, port).map_err(|m| err(&ukey, m))?;
-    let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_string();
     let tls = if https {
         let ca_der = match &t.tls.ca_file {
             None => None,
-            Some(p) => Some(Arc::new(read_ca(&format!("{key}.tls.ca_file"), &base.join(p))?)),
+            Some(p) => Some(Arc::new(read_ca(
+                &format!("{key}.tls.ca_file"),
+                &base.join(p),
+            )?)),
         };
         Some(UpstreamTls {
             sni: t.tls.sni.clone().unwrap_or_else(|| host.clone()),
@@ -289,11 +329,20 @@ fn upstream(key: &str, t: &TapFile, base: &Path) -> Result<Upstream, ConfigError
         })
     } else {
         if t.tls.ca_file.is_some() || t.tls.sni.is_some() {
-            return Err(err(format!("{key}.tls"), "TLS settings need an https:// upstream"));
+            return Err(err(
+                format!("{key}.tls"),
+                "TLS settings need an https:// upstream",
+            ));
         }
         None
     };
-    Ok(Upstream { url: t.upstream.clone(), host, port, addr, tls })
+    Ok(Upstream {
+        url: t.upstream.clone(),
+        host,
+        port,
+        addr,
+        tls,
+    })
 }
 
 /// Reads a PEM bundle; every certificate must parse (pingora would panic on
@@ -311,7 +360,10 @@ fn read_ca(key: &str, path: &PathBuf) -> Result<Vec<Vec<u8>>, ConfigError> {
         out.push(c.as_ref().to_vec());
     }
     if out.is_empty() {
-        return Err(err(key, format!("{}: no certificate found", path.display())));
+        return Err(err(
+            key,
+            format!("{}: no certificate found", path.display()),
+        ));
     }
     Ok(out)
 }

@@ -42,17 +42,61 @@ fn unknown_keys_are_named() {
 #[test]
 fn bad_values_name_their_key() {
     let cases = [
-        (MINIMAL.replace("boundary: engine", "boundary: edge"), "taps[0].boundary", "unknown variant `edge`"),
-        (MINIMAL.replace("http://127.0.0.1:8000", "ftp://x:1"), "taps[0].upstream", "scheme"),
-        (MINIMAL.replace("http://127.0.0.1:8000", "http://127.0.0.1:8000/v1"), "taps[0].upstream", "only scheme://host:port"),
-        (MINIMAL.replace("http://127.0.0.1:8000", "http://no-such-host.invalid:8000"), "taps[0].upstream", "cannot resolve host `no-such-host.invalid`"),
-        (MINIMAL.replace("127.0.0.1:8080", "127.0.0.1:99999"), "taps[0].listen", "not a port"),
-        (MINIMAL.replace("127.0.0.1:8080", "nonsense"), "taps[0].listen", "not an address"),
-        (MINIMAL.replace("127.0.0.1:8080", "127.0.0.1:9464"), "taps[0].listen", "already used"),
-        (MINIMAL.replace("name: engine", "name: \"a b\""), "taps[0].name", "not a tap name"),
-        (format!("{MINIMAL}    timeouts:\n      idle_seconds: -1\n"), "taps[0].timeouts.idle_seconds", "not a number of seconds"),
-        (format!("{MINIMAL}    limits:\n      sse_line_bytes: 10\n"), "taps[0].limits.sse_line_bytes", "outside"),
-        (format!("{MINIMAL}    tls:\n      sni: x\n"), "taps[0].tls", "https://"),
+        (
+            MINIMAL.replace("boundary: engine", "boundary: edge"),
+            "taps[0].boundary",
+            "unknown variant `edge`",
+        ),
+        (
+            MINIMAL.replace("http://127.0.0.1:8000", "ftp://x:1"),
+            "taps[0].upstream",
+            "scheme",
+        ),
+        (
+            MINIMAL.replace("http://127.0.0.1:8000", "http://127.0.0.1:8000/v1"),
+            "taps[0].upstream",
+            "only scheme://host:port",
+        ),
+        (
+            MINIMAL.replace("http://127.0.0.1:8000", "http://no-such-host.invalid:8000"),
+            "taps[0].upstream",
+            "cannot resolve host `no-such-host.invalid`",
+        ),
+        (
+            MINIMAL.replace("127.0.0.1:8080", "127.0.0.1:99999"),
+            "taps[0].listen",
+            "not a port",
+        ),
+        (
+            MINIMAL.replace("127.0.0.1:8080", "nonsense"),
+            "taps[0].listen",
+            "not an address",
+        ),
+        (
+            MINIMAL.replace("127.0.0.1:8080", "127.0.0.1:9464"),
+            "taps[0].listen",
+            "already used",
+        ),
+        (
+            MINIMAL.replace("name: engine", "name: \"a b\""),
+            "taps[0].name",
+            "not a tap name",
+        ),
+        (
+            format!("{MINIMAL}    timeouts:\n      idle_seconds: -1\n"),
+            "taps[0].timeouts.idle_seconds",
+            "not a number of seconds",
+        ),
+        (
+            format!("{MINIMAL}    limits:\n      sse_line_bytes: 10\n"),
+            "taps[0].limits.sse_line_bytes",
+            "outside",
+        ),
+        (
+            format!("{MINIMAL}    tls:\n      sni: x\n"),
+            "taps[0].tls",
+            "https://",
+        ),
         ("taps: []\n".to_string(), "taps", "at least one"),
     ];
     for (yaml, key, needle) in cases {
@@ -73,7 +117,11 @@ fn https_upstream_reads_its_ca_and_defaults_sni_to_the_host() {
     assert_eq!(e.key, "taps[0].tls.ca_file");
     let e = Config::from_yaml(&yaml.replace("ca.pem", "missing.pem"), &dir).unwrap_err();
     assert!(e.message.contains("cannot read"), "{e}");
-    let c = Config::from_yaml(&MINIMAL.replace("http://127.0.0.1:8000", "https://localhost:8443"), &dir).unwrap();
+    let c = Config::from_yaml(
+        &MINIMAL.replace("http://127.0.0.1:8000", "https://localhost:8443"),
+        &dir,
+    )
+    .unwrap();
     let tls = c.taps[0].upstream.tls.as_ref().unwrap();
     assert_eq!(tls.sni, "localhost");
     assert!(tls.verify);

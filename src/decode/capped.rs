@@ -27,7 +27,9 @@ impl CappedBuf {
     /// Reserves room for a body announced by `Content-Length`, up to the cap,
     /// so that appending later pieces does not reallocate.
     pub fn reserve_for(&mut self, content_length: u64) {
-        let want = usize::try_from(content_length).unwrap_or(usize::MAX).min(self.cap);
+        let want = usize::try_from(content_length)
+            .unwrap_or(usize::MAX)
+            .min(self.cap);
         self.buf.reserve(want.saturating_sub(self.buf.len()));
     }
 

@@ -28,7 +28,11 @@ pub enum Operation {
 impl Operation {
     /// Classifies a request path (the query string is ignored).
     pub fn from_path(path: &str) -> Self {
-        let path = path.split('?').next().unwrap_or_default().trim_end_matches('/');
+        let path = path
+            .split('?')
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches('/');
         if path.ends_with("/chat/completions") {
             Operation::Chat
         } else if path.ends_with("/completions") {
@@ -65,7 +69,10 @@ pub enum BodyKind {
 
 impl BodyKind {
     pub fn from_content_type(content_type: &[u8]) -> Self {
-        let essence = content_type.split(|b| *b == b';').next().unwrap_or_default();
+        let essence = content_type
+            .split(|b| *b == b';')
+            .next()
+            .unwrap_or_default();
         let essence = essence.trim_ascii();
         if essence.eq_ignore_ascii_case(b"text/event-stream") {
             BodyKind::Sse
@@ -83,17 +90,32 @@ mod tests {
 
     #[test]
     fn operations_from_paths() {
-        assert_eq!(Operation::from_path("/v1/chat/completions"), Operation::Chat);
-        assert_eq!(Operation::from_path("/openai/v1/chat/completions/?x=1"), Operation::Chat);
-        assert_eq!(Operation::from_path("/v1/completions"), Operation::TextCompletion);
+        assert_eq!(
+            Operation::from_path("/v1/chat/completions"),
+            Operation::Chat
+        );
+        assert_eq!(
+            Operation::from_path("/openai/v1/chat/completions/?x=1"),
+            Operation::Chat
+        );
+        assert_eq!(
+            Operation::from_path("/v1/completions"),
+            Operation::TextCompletion
+        );
         assert_eq!(Operation::from_path("/v1/models"), Operation::Other);
         assert_eq!(Operation::from_path("/metrics"), Operation::Other);
     }
 
     #[test]
     fn body_kinds() {
-        assert_eq!(BodyKind::from_content_type(b"text/event-stream; charset=utf-8"), BodyKind::Sse);
-        assert_eq!(BodyKind::from_content_type(b"Application/JSON"), BodyKind::Json);
+        assert_eq!(
+            BodyKind::from_content_type(b"text/event-stream; charset=utf-8"),
+            BodyKind::Sse
+        );
+        assert_eq!(
+            BodyKind::from_content_type(b"Application/JSON"),
+            BodyKind::Json
+        );
         assert_eq!(BodyKind::from_content_type(b"text/plain"), BodyKind::Opaque);
     }
 }

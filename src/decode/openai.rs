@@ -194,7 +194,9 @@ impl UsageView {
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,
             cached_tokens: self.prompt_tokens_details.and_then(|d| d.cached_tokens),
-            reasoning_tokens: self.completion_tokens_details.and_then(|d| d.reasoning_tokens),
+            reasoning_tokens: self
+                .completion_tokens_details
+                .and_then(|d| d.reasoning_tokens),
         }
     }
 }
@@ -345,7 +347,9 @@ mod tests {
     use super::*;
 
     fn kind(data: &str) -> EventKind {
-        classify_event(b"", data.as_bytes()).map(|s| s.kind).unwrap_or(EventKind::Empty)
+        classify_event(b"", data.as_bytes())
+            .map(|s| s.kind)
+            .unwrap_or(EventKind::Empty)
     }
 
     #[test]
@@ -359,18 +363,32 @@ mod tests {
             kind(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#),
             EventKind::RoleOnly
         );
-        assert_eq!(kind(r#"{"choices":[{"delta":{"content":"hi"}}]}"#), EventKind::Token);
+        assert_eq!(
+            kind(r#"{"choices":[{"delta":{"content":"hi"}}]}"#),
+            EventKind::Token
+        );
         assert_eq!(
             kind(r#"{"choices":[{"delta":{"reasoning_content":"hm"}}]}"#),
             EventKind::Token
         );
-        assert_eq!(kind(r#"{"choices":[{"delta":{"reasoning":"hm"}}]}"#), EventKind::Token);
         assert_eq!(
-            kind(r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"f","arguments":""}}]}}]}"#),
+            kind(r#"{"choices":[{"delta":{"reasoning":"hm"}}]}"#),
             EventKind::Token
         );
-        assert_eq!(kind(r#"{"choices":[{"text":"x","index":0}]}"#), EventKind::Token);
-        assert_eq!(kind(r#"{"choices":[{"text":"","finish_reason":"length"}]}"#), EventKind::Finish);
+        assert_eq!(
+            kind(
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","type":"function","function":{"name":"f","arguments":""}}]}}]}"#
+            ),
+            EventKind::Token
+        );
+        assert_eq!(
+            kind(r#"{"choices":[{"text":"x","index":0}]}"#),
+            EventKind::Token
+        );
+        assert_eq!(
+            kind(r#"{"choices":[{"text":"","finish_reason":"length"}]}"#),
+            EventKind::Finish
+        );
         assert_eq!(
             kind(r#"{"choices":[{"delta":{},"finish_reason":"stop"}]}"#),
             EventKind::Finish
@@ -421,7 +439,10 @@ mod tests {
                "usage":{"completion_tokens":1,"prompt_tokens":2,"prompt_tokens_details":null}}"#,
         );
         assert_eq!(s.as_ref().map(|s| s.kind), Ok(EventKind::Token));
-        assert_eq!(s.map(|s| s.usage.and_then(|u| u.completion_tokens)), Ok(Some(1)));
+        assert_eq!(
+            s.map(|s| s.usage.and_then(|u| u.completion_tokens)),
+            Ok(Some(1))
+        );
     }
 
     #[test]

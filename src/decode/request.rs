@@ -131,6 +131,8 @@ mod tests {
         assert_eq!(parse_request(b"model=x"), Err(NotJson));
         let long = format!(r#"{{"model":"{}"}}"#, "é".repeat(200));
         let r = parse_request(long.as_bytes()).unwrap_or_default();
-        assert!(r.model.is_some_and(|m| m.len() <= MAX_MODEL_BYTES && m.len() >= 254));
+        assert!(r
+            .model
+            .is_some_and(|m| m.len() <= MAX_MODEL_BYTES && m.len() >= 254));
     }
 }

@@ -280,7 +280,10 @@ mod tests {
     #[test]
     fn multiline_data_event_names_comments_and_space_rules() {
         let (out, _) = decode(&[b": keep-alive\nevent: ping\ndata:x\ndata:  y\n\n"]);
-        assert_eq!(out, vec![Owned::Comment(" keep-alive".into()), ev("ping", "x\n y")]);
+        assert_eq!(
+            out,
+            vec![Owned::Comment(" keep-alive".into()), ev("ping", "x\n y")]
+        );
     }
 
     #[test]
@@ -297,7 +300,8 @@ mod tests {
 
     #[test]
     fn split_anywhere_equals_whole() {
-        let whole: &[u8] = b": c\r\ndata: one\r\n\r\nevent: e\rdata: two\rdata: three\r\rdata: [DONE]\n\n";
+        let whole: &[u8] =
+            b": c\r\ndata: one\r\n\r\nevent: e\rdata: two\rdata: three\r\rdata: [DONE]\n\n";
         let (expected, _) = decode(&[whole]);
         for i in 0..whole.len() {
             for j in i..whole.len() {

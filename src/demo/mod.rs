@@ -43,7 +43,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         Some((i, 'h')) => (s.get(..i).unwrap_or_default(), 3600.0),
         _ => (s, 1.0),
     };
-    let v: f64 = num.parse().map_err(|_| format!("`{s}` is not a duration (e.g. 90s, 5m)"))?;
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (e.g. 90s, 5m)"))?;
     if !(v.is_finite() && v > 0.0) {
         return Err(format!("`{s}` is not a positive duration"));
     }
@@ -57,7 +59,10 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         tls_cert: None,
         tls_key: None,
         ground_truth: None,
-        profile: Profile { itl_jitter_ms: 4.0, ..Profile::default() },
+        profile: Profile {
+            itl_jitter_ms: 4.0,
+            ..Profile::default()
+        },
     };
     let sim = Simulator::spawn(&sim_args)?;
     let yaml = format!(
@@ -65,9 +70,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         args.admin, args.listen, sim.addr
     );
     let config = Config::from_yaml(&yaml, Path::new("."))?;
-    let running = server::spawn(&config, Hooks::default()).map_err(|e| {
-        anyhow::anyhow!("{e}\n(pick other ports with --listen and --admin)")
-    })?;
+    let running = server::spawn(&config, Hooks::default())
+        .map_err(|e| anyhow::anyhow!("{e}\n(pick other ports with --listen and --admin)"))?;
     println!("tokentap demo");
     println!("  simulated engine  http://{}", sim.addr);
     println!("  tap (engine)      http://{}   (try: curl -N http://{}/v1/chat/completions -d '{{\"model\":\"m\",\"stream\":true,\"messages\":[]}}')", args.listen, args.listen);
@@ -78,7 +82,10 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     }
     println!("  latency columns are what PromQL histogram_quantile() gives over each interval\n");
 
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
     rt.block_on(async {
         let (stop_tx, stop_rx) = watch::channel(false);
         let traffic = tokio::spawn(traffic::run(args.listen, args.max_concurrency, stop_rx));

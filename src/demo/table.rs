@@ -22,7 +22,12 @@ impl Hist {
         let minus = |a: u64, b: Option<&u64>| a.saturating_sub(b.copied().unwrap_or(0));
         Hist {
             bounds: self.bounds.clone(),
-            cumulative: self.cumulative.iter().enumerate().map(|(i, c)| minus(*c, earlier.cumulative.get(i))).collect(),
+            cumulative: self
+                .cumulative
+                .iter()
+                .enumerate()
+                .map(|(i, c)| minus(*c, earlier.cumulative.get(i)))
+                .collect(),
             count: self.count.saturating_sub(earlier.count),
             sum: self.sum - earlier.sum,
         }
@@ -39,7 +44,11 @@ impl Hist {
         for (bound, &c) in self.bounds.iter().zip(&self.cumulative) {
             if c as f64 >= rank {
                 let in_bucket = (c - prev_count) as f64;
-                let frac = if in_bucket > 0.0 { (rank - prev_count as f64) / in_bucket } else { 0.0 };
+                let frac = if in_bucket > 0.0 {
+                    (rank - prev_count as f64) / in_bucket
+                } else {
+                    0.0
+                };
                 return Some(prev_bound + (bound - prev_bound) * frac);
             }
             prev_bound = *bound;
@@ -67,7 +76,9 @@ fn family<'a>(fams: &'a [MetricFamily], name: &str) -> Option<&'a MetricFamily> 
 }
 
 fn matches_tap(m: &prometheus::proto::Metric, tap: &str) -> bool {
-    m.get_label().iter().any(|l| l.name() == "tap" && l.value() == tap)
+    m.get_label()
+        .iter()
+        .any(|l| l.name() == "tap" && l.value() == tap)
 }
 
 impl Snapshot {
@@ -75,8 +86,15 @@ impl Snapshot {
         let fams = registry.gather();
         let mut hists = HashMap::new();
         for def in [&table::TTFT, &table::ITL, &table::TPOT] {
-            let mut h = Hist { bounds: def.buckets.to_vec(), cumulative: vec![0; def.buckets.len()], ..Hist::default() };
-            for m in family(&fams, def.name).map(|f| f.get_metric()).unwrap_or_default() {
+            let mut h = Hist {
+                bounds: def.buckets.to_vec(),
+                cumulative: vec![0; def.buckets.len()],
+                ..Hist::default()
+            };
+            for m in family(&fams, def.name)
+                .map(|f| f.get_metric())
+                .unwrap_or_default()
+            {
                 if !matches_tap(m, tap) {
                     continue;
                 }
@@ -92,7 +110,10 @@ impl Snapshot {
         let mut values = HashMap::new();
         for def in [&table::REQUESTS, &table::OUTPUT_TOKENS, &table::IN_FLIGHT] {
             let mut v = 0.0;
-            for m in family(&fams, def.name).map(|f| f.get_metric()).unwrap_or_default() {
+            for m in family(&fams, def.name)
+                .map(|f| f.get_metric())
+                .unwrap_or_default()
+            {
                 if matches_tap(m, tap) {
                     v += m.get_counter().get_value() + m.get_gauge().get_value();
                 }
@@ -100,14 +121,24 @@ impl Snapshot {
             values.insert(def.name, v);
         }
         let mut errors = 0.0;
-        for m in family(&fams, table::REQUESTS.name).map(|f| f.get_metric()).unwrap_or_default() {
-            let ok = m.get_label().iter().any(|l| l.name() == "outcome" && l.value() == "ok");
+        for m in family(&fams, table::REQUESTS.name)
+            .map(|f| f.get_metric())
+            .unwrap_or_default()
+        {
+            let ok = m
+                .get_label()
+                .iter()
+                .any(|l| l.name() == "outcome" && l.value() == "ok");
             if matches_tap(m, tap) && !ok {
                 errors += m.get_counter().get_value();
             }
         }
         values.insert("errors", errors);
-        Snapshot { at: Instant::now(), hists, values }
+        Snapshot {
+            at: Instant::now(),
+            hists,
+            values,
+        }
     }
 
     fn hist(&self, name: &str) -> Hist {
@@ -133,7 +164,11 @@ pub struct Row {
 }
 
 pub fn row(prev: &Snapshot, cur: &Snapshot) -> Row {
-    let seconds = cur.at.saturating_duration_since(prev.at).as_secs_f64().max(1e-9);
+    let seconds = cur
+        .at
+        .saturating_duration_since(prev.at)
+        .as_secs_f64()
+        .max(1e-9);
     let d = |name: &str| cur.hist(name).delta(&prev.hist(name));
     let (ttft, itl, tpot) = (d(table::TTFT.name), d(table::ITL.name), d(table::TPOT.name));
     Row {
@@ -143,12 +178,15 @@ pub fn row(prev: &Snapshot, cur: &Snapshot) -> Row {
         ttft: (ttft.quantile(0.5), ttft.quantile(0.99)),
         itl: (itl.quantile(0.5), itl.quantile(0.99)),
         tpot: tpot.mean(),
-        output_tokens_per_s: (cur.value(table::OUTPUT_TOKENS.name) - prev.value(table::OUTPUT_TOKENS.name)) / seconds,
+        output_tokens_per_s: (cur.value(table::OUTPUT_TOKENS.name)
+            - prev.value(table::OUTPUT_TOKENS.name))
+            / seconds,
         in_flight: cur.value(table::IN_FLIGHT.name),
     }
 }
 
-pub const HEADER: &str = "  requests  not-ok  TTFT p50   TTFT p99   ITL p50   ITL p99   TPOT mean  out tok/s  in flight";
+pub const HEADER: &str =
+    "  requests  not-ok  TTFT p50   TTFT p99   ITL p50   ITL p99   TPOT mean  out tok/s  in flight";
 
 fn ms(v: Option<f64>) -> String {
     v.map_or_else(|| "-".to_string(), |s| format!("{:.1} ms", s * 1000.0))
@@ -175,7 +213,12 @@ mod tests {
 
     #[test]
     fn quantiles_interpolate_like_promql() {
-        let h = Hist { bounds: vec![0.1, 0.2, 0.4], cumulative: vec![0, 50, 100], count: 100, sum: 25.0 };
+        let h = Hist {
+            bounds: vec![0.1, 0.2, 0.4],
+            cumulative: vec![0, 50, 100],
+            count: 100,
+            sum: 25.0,
+        };
         assert_eq!(h.quantile(0.5), Some(0.2));
         assert!((h.quantile(0.25).unwrap() - 0.15).abs() < 1e-9);
         assert!((h.quantile(0.99).unwrap() - 0.396).abs() < 1e-9);

@@ -59,7 +59,9 @@ pub async fn run(tap: SocketAddr, max_concurrency: usize, stop: watch::Receiver<
 
 async fn one_request(tap: SocketAddr, n: u64, rng: &mut StdRng) {
     let words = rng.random_range(10..1500usize);
-    let prompt: String = (0..words).map(|i| if i % 7 == 0 { "context " } else { "word " }).collect();
+    let prompt: String = (0..words)
+        .map(|i| if i % 7 == 0 { "context " } else { "word " })
+        .collect();
     let max_tokens = rng.random_range(16..=256u32);
     let roll = rng.random_range(0..100u32);
     let stream = roll >= 10;
@@ -77,14 +79,25 @@ async fn one_request(tap: SocketAddr, n: u64, rng: &mut StdRng) {
     .to_string();
     let sim = format!("ttft-ms={ttft_ms},itl-ms={itl_ms},itl-jitter-ms=4,fault={fault}");
     let id = format!("demo-{n}");
-    let headers = [("content-type", "application/json"), ("x-sim", sim.as_str()), ("x-request-id", id.as_str())];
-    let _ = client::send_with(tap, "POST", "/v1/chat/completions", &headers, body.as_bytes(), |r| {
-        let events = r.body.windows(6).filter(|w| w == b"data: ").count();
-        match cancel_after {
-            Some(k) if events >= k => Flow::Stop,
-            _ => Flow::Continue,
-        }
-    })
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-sim", sim.as_str()),
+        ("x-request-id", id.as_str()),
+    ];
+    let _ = client::send_with(
+        tap,
+        "POST",
+        "/v1/chat/completions",
+        &headers,
+        body.as_bytes(),
+        |r| {
+            let events = r.body.windows(6).filter(|w| w == b"data: ").count();
+            match cancel_after {
+                Some(k) if events >= k => Flow::Stop,
+                _ => Flow::Continue,
+            }
+        },
+    )
     .await;
 }
 
@@ -95,7 +108,10 @@ mod tests {
     #[test]
     fn concurrency_steps() {
         let t = |s| target(Duration::from_secs(s), 8);
-        assert_eq!([t(0), t(10), t(20), t(30), t(40), t(50), t(60)], [1, 2, 4, 8, 4, 2, 1]);
+        assert_eq!(
+            [t(0), t(10), t(20), t(30), t(40), t(50), t(60)],
+            [1, 2, 4, 8, 4, 2, 1]
+        );
         assert_eq!(target(Duration::from_secs(30), 3), 3);
     }
 }

@@ -43,32 +43,51 @@ impl ModelLabels {
     /// The label value for a raw model name.
     pub fn label(&self, raw: Option<&str>) -> ModelLabel {
         let Some(raw) = raw.filter(|m| !m.is_empty()) else {
-            return ModelLabel { value: self.unknown.clone(), overflowed: false };
+            return ModelLabel {
+                value: self.unknown.clone(),
+                overflowed: false,
+            };
         };
-        if raw.len() > MAX_LABEL_BYTES || raw.chars().any(char::is_control) || raw == OTHER || raw == UNKNOWN {
+        if raw.len() > MAX_LABEL_BYTES
+            || raw.chars().any(char::is_control)
+            || raw == OTHER
+            || raw == UNKNOWN
+        {
             return self.overflow();
         }
         if let Ok(seen) = self.seen.read() {
             if let Some(v) = seen.get(raw) {
-                return ModelLabel { value: v.clone(), overflowed: false };
+                return ModelLabel {
+                    value: v.clone(),
+                    overflowed: false,
+                };
             }
         }
         let Ok(mut seen) = self.seen.write() else {
             return self.overflow();
         };
         if let Some(v) = seen.get(raw) {
-            return ModelLabel { value: v.clone(), overflowed: false };
+            return ModelLabel {
+                value: v.clone(),
+                overflowed: false,
+            };
         }
         if seen.len() >= self.max {
             return self.overflow();
         }
         let v: Arc<str> = Arc::from(raw);
         seen.insert(v.clone());
-        ModelLabel { value: v, overflowed: false }
+        ModelLabel {
+            value: v,
+            overflowed: false,
+        }
     }
 
     fn overflow(&self) -> ModelLabel {
-        ModelLabel { value: self.other.clone(), overflowed: true }
+        ModelLabel {
+            value: self.other.clone(),
+            overflowed: true,
+        }
     }
 }
 

@@ -8,7 +8,7 @@ pub mod prom;
 pub mod table;
 
 use crate::observe::EventObserver;
-use crate::record::{RequestRecord, TokenEvent, TokenSink};
+use crate::record::{MeasureError, RequestRecord, TokenEvent, TokenSink};
 use labels::{ModelLabel, ModelLabels};
 use prom::PromMetrics;
 use prometheus::{Histogram, IntGauge};
@@ -37,15 +37,28 @@ fn bool_str(b: bool) -> &'static str {
 
 impl Metrics {
     pub fn new(max_models: usize) -> prometheus::Result<Self> {
+        let prom = PromMetrics::new()?;
+        prom.label_overflow.with_label_values(&["model"]);
         Ok(Metrics {
-            prom: PromMetrics::new()?,
+            prom,
             models: ModelLabels::new(max_models),
         })
     }
 
-    /// The in-flight gauge of a tap (resolved once per tap).
+    /// The in-flight gauge of a tap (resolved once per tap). Also creates
+    /// the tap's series whose label values are all known in advance, at 0,
+    /// so that dashboards and `rate()` see them before the first event.
     pub fn in_flight(&self, tap: &TapLabels) -> IntGauge {
-        self.prom.in_flight.with_label_values(&[&*tap.tap, tap.boundary])
+        for reason in MeasureError::ALL {
+            self.prom.measurement_errors.with_label_values(&[
+                &*tap.tap,
+                tap.boundary,
+                reason.as_str(),
+            ]);
+        }
+        self.prom
+            .in_flight
+            .with_label_values(&[&*tap.tap, tap.boundary])
     }
 
     /// Resolves the model label of a request (counting an overflow once).
@@ -64,12 +77,16 @@ impl Metrics {
         let op = r.operation.as_str();
         let stream = bool_str(r.stream);
         let outcome = r.outcome.as_str();
-        p.requests.with_label_values(&[t, b, m, op, stream, outcome]).inc();
+        p.requests
+            .with_label_values(&[t, b, m, op, stream, outcome])
+            .inc();
         p.request_duration
             .with_label_values(&[t, b, m, op, stream, outcome])
             .observe(r.e2e.as_secs_f64());
         if let Some(ttfb) = r.ttfb {
-            p.ttfb.with_label_values(&[t, b, m, op, stream]).observe(ttfb.as_secs_f64());
+            p.ttfb
+                .with_label_values(&[t, b, m, op, stream])
+                .observe(ttfb.as_secs_f64());
         }
         if r.stream {
             let per_model = [t, b, m, op];
@@ -85,21 +102,31 @@ impl Metrics {
             }
         }
         if let Some(n) = r.input_tokens {
-            p.token_usage.with_label_values(&[t, b, m, op, "input"]).observe(n as f64);
+            p.token_usage
+                .with_label_values(&[t, b, m, op, "input"])
+                .observe(n as f64);
             p.input_tokens.with_label_values(&[t, b, m, op]).inc_by(n);
         }
         if let (Some(n), Some(src)) = (r.output_tokens, r.output_source) {
-            p.token_usage.with_label_values(&[t, b, m, op, "output"]).observe(n as f64);
-            p.output_tokens.with_label_values(&[t, b, m, op, src.as_str()]).inc_by(n);
+            p.token_usage
+                .with_label_values(&[t, b, m, op, "output"])
+                .observe(n as f64);
+            p.output_tokens
+                .with_label_values(&[t, b, m, op, src.as_str()])
+                .inc_by(n);
         }
         if let Some(n) = r.cached_tokens {
             p.cached_tokens.with_label_values(&[t, b, m, op]).inc_by(n);
         }
         if let Some(n) = r.reasoning_tokens {
-            p.reasoning_tokens.with_label_values(&[t, b, m, op]).inc_by(n);
+            p.reasoning_tokens
+                .with_label_values(&[t, b, m, op])
+                .inc_by(n);
         }
         if let Some(e) = r.measure_error {
-            p.measurement_errors.with_label_values(&[t, b, e.as_str()]).inc();
+            p.measurement_errors
+                .with_label_values(&[t, b, e.as_str()])
+                .inc();
         }
     }
 }
@@ -121,8 +148,18 @@ struct Resolved {
 }
 
 impl TapSink {
-    pub fn new(metrics: Arc<Metrics>, tap: TapLabels, observer: Option<Arc<dyn EventObserver>>) -> Self {
-        TapSink { metrics, tap, observer, resolved: None, request_id: None }
+    pub fn new(
+        metrics: Arc<Metrics>,
+        tap: TapLabels,
+        observer: Option<Arc<dyn EventObserver>>,
+    ) -> Self {
+        TapSink {
+            metrics,
+            tap,
+            observer,
+            resolved: None,
+            request_id: None,
+        }
     }
 
     /// Remembers the request id for the observer (only kept when one is set).

@@ -163,13 +163,13 @@ pub const TPOT_BUCKETS: &[f64] = &[
 /// OpenTelemetry's doubling duration boundaries (0.01 … 81.92 s), extended by
 /// doubling to 2.9 h for long generations (vLLM's e2e tail reaches 7680 s).
 pub const DURATION_BUCKETS: &[f64] = &[
-    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
-    163.84, 327.68, 655.36, 1310.72, 2621.44, 5242.88, 10485.76,
+    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 163.84,
+    327.68, 655.36, 1310.72, 2621.44, 5242.88, 10485.76,
 ];
 /// OpenTelemetry's advised token-usage boundaries.
 pub const TOKEN_BUCKETS: &[f64] = &[
-    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0,
-    4194304.0, 16777216.0, 67108864.0,
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
+    16777216.0, 67108864.0,
 ];
 /// Inter-token gaps: fine below 100 ms where decode steps live, then the
 /// vLLM tail so stalls and preemptions stay visible.
@@ -177,8 +177,9 @@ pub const ITL_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1,
     0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0,
 ];
-pub const TOKENS_PER_EVENT_BUCKETS: &[f64] =
-    &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 24.0, 32.0, 64.0, 128.0];
+pub const TOKENS_PER_EVENT_BUCKETS: &[f64] = &[
+    1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 24.0, 32.0, 64.0, 128.0,
+];
 
 use Label as L;
 const PER_MODEL: &[Label] = &[L::Tap, L::Boundary, L::Model, L::Operation];
@@ -252,7 +253,11 @@ pub const TPOT: MetricDef = MetricDef {
     start: "the first token (TTFT)",
     end: "the last byte of the response (E2E), divided by output tokens - 1",
     observed: "streaming requests with outcome `ok` and at least 2 output tokens",
-    tests: &[Test::OutputThroughput, Test::ThroughputLatency, Test::LongContext],
+    tests: &[
+        Test::OutputThroughput,
+        Test::ThroughputLatency,
+        Test::LongContext,
+    ],
 };
 
 pub const REQUEST_DURATION: MetricDef = MetricDef {
@@ -317,7 +322,14 @@ pub const REQUESTS: MetricDef = MetricDef {
     kind: Kind::Counter,
     unit: Unit::Requests,
     help: "Requests that passed the tap, by outcome; each request counted once when it ends.",
-    labels: &[L::Tap, L::Boundary, L::Model, L::Operation, L::Stream, L::Outcome],
+    labels: &[
+        L::Tap,
+        L::Boundary,
+        L::Model,
+        L::Operation,
+        L::Stream,
+        L::Outcome,
+    ],
     buckets: &[],
     start: "—",
     end: "—",
@@ -463,7 +475,11 @@ pub const ALL: &[&MetricDef] = &[
 pub fn render_markdown() -> String {
     let mut out = String::new();
     for m in ALL {
-        let labels: Vec<_> = m.labels.iter().map(|l| format!("`{}`", l.as_str())).collect();
+        let labels: Vec<_> = m
+            .labels
+            .iter()
+            .map(|l| format!("`{}`", l.as_str()))
+            .collect();
         let tests: Vec<_> = m.tests.iter().map(|t| t.as_str()).collect();
         out.push_str(&format!("### `{}`\n\n{}\n\n", m.name, m.help));
         out.push_str("| | |\n|---|---|\n");
@@ -480,7 +496,11 @@ pub fn render_markdown() -> String {
             out.push_str(&format!("| buckets | {} |\n", b.join(", ")));
         }
         out.push_str(&format!("| OpenTelemetry name | `{}` |\n", m.otel_name));
-        let tests = if tests.is_empty() { "— (health of the measurement)".to_string() } else { tests.join(", ") };
+        let tests = if tests.is_empty() {
+            "— (health of the measurement)".to_string()
+        } else {
+            tests.join(", ")
+        };
         out.push_str(&format!("| methodology test | {tests} |\n\n"));
     }
     out.push_str("### Label values\n\n| label | values |\n|---|---|\n");
@@ -511,22 +531,44 @@ mod tests {
         let mut names = std::collections::HashSet::new();
         for m in ALL {
             assert!(names.insert(m.name), "duplicate {}", m.name);
-            assert!(m.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'));
-            assert_eq!(m.kind == Kind::Counter, m.name.ends_with("_total"), "{}", m.name);
+            assert!(m
+                .name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'));
+            assert_eq!(
+                m.kind == Kind::Counter,
+                m.name.ends_with("_total"),
+                "{}",
+                m.name
+            );
             if m.unit == Unit::Seconds {
                 assert!(m.name.ends_with("_seconds"), "{}", m.name);
             }
-            assert_eq!(m.kind == Kind::Histogram, !m.buckets.is_empty(), "{}", m.name);
-            assert!(m.buckets.windows(2).all(|w| w[0] < w[1]), "{} buckets increase", m.name);
+            assert_eq!(
+                m.kind == Kind::Histogram,
+                !m.buckets.is_empty(),
+                "{}",
+                m.name
+            );
+            assert!(
+                m.buckets.windows(2).all(|w| w[0] < w[1]),
+                "{} buckets increase",
+                m.name
+            );
         }
     }
 
     #[test]
     fn otel_advised_buckets_are_kept() {
-        let otel_ttft = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0];
+        let otel_ttft = [
+            0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+            10.0,
+        ];
         assert_eq!(&TTFT_BUCKETS[..otel_ttft.len()], &otel_ttft);
         assert_eq!(TTFT_BUCKETS.last(), Some(&2560.0));
-        let otel_tpot = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5];
+        let otel_tpot = [
+            0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+        ];
         assert_eq!(&TPOT_BUCKETS[..otel_tpot.len()], &otel_tpot);
         assert_eq!(DURATION_BUCKETS[13], 81.92);
     }

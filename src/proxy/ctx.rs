@@ -32,7 +32,11 @@ impl RequestCtx {
         tap.in_flight.inc();
         RequestCtx {
             meter: Meter::new(now, SystemTime::now(), tap.config.limits),
-            sink: TapSink::new(tap.metrics.clone(), tap.labels.clone(), tap.hooks.observer.clone()),
+            sink: TapSink::new(
+                tap.metrics.clone(),
+                tap.labels.clone(),
+                tap.hooks.observer.clone(),
+            ),
             finished: false,
             _in_flight: InFlight(tap.in_flight.clone()),
         }

@@ -15,9 +15,12 @@ pub fn classify(e: Option<&Error>) -> TransportEnd {
     };
     match e.esource() {
         ErrorSource::Downstream => match e.etype() {
-            P::ConnectionClosed | P::ReadError | P::WriteError | P::H2Error | P::ReadTimedout | P::WriteTimedout => {
-                TransportEnd::ClientGone
-            }
+            P::ConnectionClosed
+            | P::ReadError
+            | P::WriteError
+            | P::H2Error
+            | P::ReadTimedout
+            | P::WriteTimedout => TransportEnd::ClientGone,
             _ => TransportEnd::BadRequest,
         },
         ErrorSource::Upstream => TransportEnd::Upstream(upstream_kind(e)),
@@ -32,36 +35,33 @@ pub fn classify(e: Option<&Error>) -> TransportEnd {
 }
 
 fn io_kind(e: &Error) -> Option<io::ErrorKind> {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = e.cause.as_deref().map(|c| c as _);
-    while let Some(c) = cause {
-        if let Some(io) = c.downcast_ref::<io::Error>() {
-            return Some(io.kind());
-        }
-        if let Some(inner) = c.downcast_ref::<Error>() {
-            cause = inner.cause.as_deref().map(|c| c as _);
-            continue;
-        }
-        cause = c.source();
-    }
-    None
+    e.root_cause()
+        .downcast_ref::<io::Error>()
+        .map(io::Error::kind)
 }
 
 fn upstream_kind(e: &Error) -> ErrorType {
     match e.etype() {
         P::ConnectRefused => ErrorType::ConnectRefused,
         P::ConnectTimedout => ErrorType::ConnectTimeout,
-        P::ConnectNoRoute | P::ConnectError | P::BindError | P::SocketError | P::ConnectProxyFailure => {
-            ErrorType::ConnectError
-        }
-        P::TLSWantX509Lookup | P::TLSHandshakeFailure | P::TLSHandshakeTimedout | P::InvalidCert | P::HandshakeError => {
-            ErrorType::Tls
-        }
+        P::ConnectNoRoute
+        | P::ConnectError
+        | P::BindError
+        | P::SocketError
+        | P::ConnectProxyFailure => ErrorType::ConnectError,
+        P::TLSWantX509Lookup
+        | P::TLSHandshakeFailure
+        | P::TLSHandshakeTimedout
+        | P::InvalidCert
+        | P::HandshakeError => ErrorType::Tls,
         P::ReadTimedout | P::WriteTimedout => ErrorType::ReadTimeout,
         P::InvalidHTTPHeader | P::H1Error => ErrorType::InvalidHttp,
         P::H2Error | P::InvalidH2 | P::H2Downgrade => ErrorType::Http2,
         P::ConnectionClosed | P::ReadError | P::WriteError => match io_kind(e) {
             Some(io::ErrorKind::TimedOut) => ErrorType::ReadTimeout,
-            Some(io::ErrorKind::ConnectionReset) | Some(io::ErrorKind::BrokenPipe) => ErrorType::ConnectionReset,
+            Some(io::ErrorKind::ConnectionReset) | Some(io::ErrorKind::BrokenPipe) => {
+                ErrorType::ConnectionReset
+            }
             _ => ErrorType::ConnectionClosed,
         },
         _ => ErrorType::ConnectError,
@@ -74,7 +74,12 @@ mod tests {
 
     fn up(t: P, cause: Option<io::ErrorKind>) -> Box<Error> {
         let mut e = match cause {
-            Some(k) => Error::because(t, "ctx", io::Error::new(k, "x")),
+            // Nested like pingora's own: an outer error caused by an inner one.
+            Some(k) => Error::because(
+                t.clone(),
+                "outer",
+                Error::because(t, "inner", io::Error::new(k, "x")),
+            ),
             None => Error::new(t),
         };
         e.esource = ErrorSource::Upstream;
@@ -94,8 +99,14 @@ mod tests {
             (up(P::ConnectRefused, None), ErrorType::ConnectRefused),
             (up(P::ConnectTimedout, None), ErrorType::ConnectTimeout),
             (up(P::TLSHandshakeFailure, None), ErrorType::Tls),
-            (up(P::ReadError, Some(io::ErrorKind::TimedOut)), ErrorType::ReadTimeout),
-            (up(P::ReadError, Some(io::ErrorKind::ConnectionReset)), ErrorType::ConnectionReset),
+            (
+                up(P::ReadError, Some(io::ErrorKind::TimedOut)),
+                ErrorType::ReadTimeout,
+            ),
+            (
+                up(P::ReadError, Some(io::ErrorKind::ConnectionReset)),
+                ErrorType::ConnectionReset,
+            ),
             (up(P::ConnectionClosed, None), ErrorType::ConnectionClosed),
             (up(P::InvalidHTTPHeader, None), ErrorType::InvalidHttp),
         ];

@@ -59,15 +59,25 @@ impl ProxyHttp for TapProxy {
         RequestCtx::new(&self.tap, Instant::now())
     }
 
-    async fn early_request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
+    async fn early_request_filter(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
         let req = session.req_header();
         let id = header(&req.headers, "x-request-id");
-        ctx.meter.request_head(req.uri.path(), id, content_length(&req.headers));
-        ctx.sink.set_request_id(id.and_then(|v| std::str::from_utf8(v).ok()));
+        ctx.meter
+            .request_head(req.uri.path(), id, content_length(&req.headers));
+        ctx.sink
+            .set_request_id(id.and_then(|v| std::str::from_utf8(v).ok()));
         Ok(())
     }
 
-    async fn upstream_peer(&self, _session: &mut Session, _ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        _ctx: &mut RequestCtx,
+    ) -> Result<Box<HttpPeer>> {
         Ok(Box::new(self.tap.peer()))
     }
 
@@ -93,7 +103,8 @@ impl ProxyHttp for TapProxy {
         if end_of_stream && body.as_ref().is_some_and(Bytes::is_empty) {
             *body = None; // pingora #935: avoid a second `0\r\n\r\n` upstream
         }
-        ctx.meter.request_body(body.as_deref().unwrap_or_default(), end_of_stream);
+        ctx.meter
+            .request_body(body.as_deref().unwrap_or_default(), end_of_stream);
         Ok(())
     }
 
@@ -140,7 +151,9 @@ impl ProxyHttp for TapProxy {
             return;
         }
         let record = ctx.meter.finish(Instant::now(), errors::classify(e));
-        let model = ctx.sink.model_label(record.model(), record.operation.as_str());
+        let model = ctx
+            .sink
+            .model_label(record.model(), record.operation.as_str());
         self.tap.metrics.record(&self.tap.labels, &model, &record);
         for sink in &self.tap.hooks.records {
             sink.record(&self.tap.labels, &model.value, &record);

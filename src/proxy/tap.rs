@@ -26,10 +26,20 @@ pub struct Tap {
 
 impl Tap {
     pub fn new(config: TapConfig, metrics: Arc<Metrics>, hooks: Hooks) -> Self {
-        let labels = TapLabels { tap: config.name.clone(), boundary: config.boundary.as_str() };
+        let labels = TapLabels {
+            tap: config.name.clone(),
+            boundary: config.boundary.as_str(),
+        };
         let in_flight = metrics.in_flight(&labels);
         let peer = peer_template(&config);
-        Tap { config, labels, metrics, in_flight, hooks, peer }
+        Tap {
+            config,
+            labels,
+            metrics,
+            in_flight,
+            hooks,
+            peer,
+        }
     }
 
     /// The upstream peer for one request.
@@ -54,8 +64,10 @@ fn peer_template(cfg: &TapConfig) -> HttpPeer {
         p.options.verify_hostname = tls.verify;
         if let Some(ders) = &tls.ca_der {
             // Each DER was parsed by x509-parser when the config loaded.
-            let certs: Vec<WrappedX509> =
-                ders.iter().map(|d| WrappedX509::new(d.clone(), parse_x509)).collect();
+            let certs: Vec<WrappedX509> = ders
+                .iter()
+                .map(|d| WrappedX509::new(d.clone(), parse_x509))
+                .collect();
             p.options.ca = Some(Arc::from(certs.into_boxed_slice()));
         }
     }

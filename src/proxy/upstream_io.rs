@@ -39,22 +39,40 @@ pub struct TimedConnector {
 impl L4Connect for TimedConnector {
     async fn connect(&self, addr: &SocketAddr) -> pingora::Result<Stream> {
         let SocketAddr::Inet(inet) = addr else {
-            return Error::e_explain(ErrorType::ConnectError, "tokentap connects to TCP upstreams only");
+            return Error::e_explain(
+                ErrorType::ConnectError,
+                "tokentap connects to TCP upstreams only",
+            );
         };
-        let tcp = match tokio::time::timeout(self.timeouts.connect, TcpStream::connect(inet)).await {
+        let tcp = match tokio::time::timeout(self.timeouts.connect, TcpStream::connect(inet)).await
+        {
             Err(_) => {
                 return Error::e_explain(
                     ErrorType::ConnectTimedout,
-                    format!("connecting to {inet}: timeout after {:?}", self.timeouts.connect),
+                    format!(
+                        "connecting to {inet}: timeout after {:?}",
+                        self.timeouts.connect
+                    ),
                 )
             }
             Ok(Err(e)) if e.kind() == io::ErrorKind::ConnectionRefused => {
-                return Error::e_because(ErrorType::ConnectRefused, format!("connecting to {inet}"), e)
+                return Error::e_because(
+                    ErrorType::ConnectRefused,
+                    format!("connecting to {inet}"),
+                    e,
+                )
             }
-            Ok(Err(e)) => return Error::e_because(ErrorType::ConnectError, format!("connecting to {inet}"), e),
+            Ok(Err(e)) => {
+                return Error::e_because(
+                    ErrorType::ConnectError,
+                    format!("connecting to {inet}"),
+                    e,
+                )
+            }
             Ok(Ok(tcp)) => tcp,
         };
-        tcp.set_nodelay(true).or_err(ErrorType::SocketError, "setting TCP_NODELAY")?;
+        tcp.set_nodelay(true)
+            .or_err(ErrorType::SocketError, "setting TCP_NODELAY")?;
         let socket = TimedSocket::new(tcp, self.timeouts);
         Ok(Stream::from(VirtualSocketStream::new(Box::new(socket))))
     }
@@ -101,7 +119,11 @@ impl VirtualSocket for TimedSocket {
 }
 
 impl AsyncRead for TimedSocket {
-    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
@@ -138,7 +160,11 @@ impl AsyncRead for TimedSocket {
 }
 
 impl AsyncWrite for TimedSocket {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut this.inner).poll_write(cx, data);
         if let Poll::Ready(Ok(n)) = r {
@@ -219,7 +245,11 @@ mod tests {
             peer.write_all(b"2").await.unwrap();
             peer
         });
-        assert_eq!(sock.read(&mut buf).await.unwrap(), 1, "200 ms < first-byte 300 ms");
+        assert_eq!(
+            sock.read(&mut buf).await.unwrap(),
+            1,
+            "200 ms < first-byte 300 ms"
+        );
         let _peer = writer.await.unwrap();
         sock.write_all(b"z").await.unwrap();
         let e = sock.read(&mut buf).await.unwrap_err();

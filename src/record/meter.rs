@@ -153,11 +153,18 @@ impl Meter {
 
     /// The request asked to stream (or, unknown, the response is SSE).
     pub fn is_stream(&self) -> bool {
-        self.request.stream.unwrap_or(self.body_kind == BodyKind::Sse)
+        self.request
+            .stream
+            .unwrap_or(self.body_kind == BodyKind::Sse)
     }
 
     /// The request line and headers: path, `x-request-id`, `Content-Length`.
-    pub fn request_head(&mut self, path: &str, request_id: Option<&[u8]>, content_length: Option<u64>) {
+    pub fn request_head(
+        &mut self,
+        path: &str,
+        request_id: Option<&[u8]>,
+        content_length: Option<u64>,
+    ) {
         self.operation = Operation::from_path(path);
         self.request_id = request_id
             .filter(|id| id.len() <= MAX_REQUEST_ID && id.iter().all(|b| b.is_ascii_graphic()))
@@ -182,7 +189,7 @@ impl Meter {
     fn parse_request(&mut self) {
         match self.req_body.bytes() {
             None => self.request_error = Some(MeasureError::RequestBodyTooLarge),
-            Some(b) if b.is_empty() => {}
+            Some([]) => {}
             Some(b) => match request::parse_request(b) {
                 Ok(info) => self.request = info,
                 Err(_) => self.request_error = Some(MeasureError::RequestNotJson),
@@ -206,8 +213,9 @@ impl Meter {
         if !self.operation.is_llm() || !(200..300).contains(&status) {
             return;
         }
-        let encoded = content_encoding
-            .is_some_and(|e| !e.trim_ascii().is_empty() && !e.trim_ascii().eq_ignore_ascii_case(b"identity"));
+        let encoded = content_encoding.is_some_and(|e| {
+            !e.trim_ascii().is_empty() && !e.trim_ascii().eq_ignore_ascii_case(b"identity")
+        });
         match self.body_kind {
             BodyKind::Opaque => {}
             _ if encoded => self.stream.fail(MeasureError::CompressedBody),
@@ -285,16 +293,25 @@ impl Meter {
             TransportEnd::ClientGone => (Outcome::ClientCancelled, Some(ErrorType::ClientClosed)),
             TransportEnd::BadRequest => (Outcome::HttpError, Some(ErrorType::BadRequest)),
             TransportEnd::Internal => (Outcome::UpstreamError, Some(ErrorType::Internal)),
-            TransportEnd::Upstream(kind) if self.status.is_some() => (Outcome::UpstreamTruncated, Some(kind)),
+            TransportEnd::Upstream(kind) if self.status.is_some() => {
+                (Outcome::UpstreamTruncated, Some(kind))
+            }
             TransportEnd::Upstream(kind) => (Outcome::UpstreamError, Some(kind)),
             TransportEnd::Complete if st.error_event => {
                 (Outcome::UpstreamError, Some(ErrorType::StreamErrorEvent))
             }
             TransportEnd::Complete if status >= 400 => (Outcome::HttpError, None),
             TransportEnd::Complete
-                if is_sse && st.measure_error.is_none() && (200..300).contains(&status) && !st.done && st.finish.is_none() =>
+                if is_sse
+                    && st.measure_error.is_none()
+                    && (200..300).contains(&status)
+                    && !st.done
+                    && st.finish.is_none() =>
             {
-                (Outcome::UpstreamTruncated, Some(ErrorType::MissingTerminator))
+                (
+                    Outcome::UpstreamTruncated,
+                    Some(ErrorType::MissingTerminator),
+                )
             }
             TransportEnd::Complete if st.measure_error.is_some() => (Outcome::Unmeasured, None),
             TransportEnd::Complete => (Outcome::Ok, None),
@@ -402,7 +419,9 @@ impl StreamState {
     fn absorb_body(&mut self, s: &EventSummary<'_>) {
         self.absorb_common(s);
         if s.kind == EventKind::Token {
-            self.choice_deltas = self.choice_deltas.saturating_add(u64::from(s.token_choices));
+            self.choice_deltas = self
+                .choice_deltas
+                .saturating_add(u64::from(s.token_choices));
         }
     }
 
@@ -431,7 +450,9 @@ impl StreamState {
         }
         let index = self.token_events;
         self.token_events = self.token_events.saturating_add(1);
-        self.choice_deltas = self.choice_deltas.saturating_add(u64::from(s.token_choices));
+        self.choice_deltas = self
+            .choice_deltas
+            .saturating_add(u64::from(s.token_choices));
         self.prev_token = Some(at);
         sink.token_event(&TokenEvent {
             index,

@@ -252,6 +252,9 @@ pub struct RequestRecord {
 impl RequestRecord {
     /// The model for labels: requested, else the one the response named.
     pub fn model(&self) -> Option<&str> {
-        self.request.model.as_deref().or(self.response_model.as_deref())
+        self.request
+            .model
+            .as_deref()
+            .or(self.response_model.as_deref())
     }
 }

@@ -59,7 +59,8 @@ fn tls_acceptor(cert: &Path, key: &Path) -> std::io::Result<TlsAcceptor> {
         .map_err(|e| bad(format!("{}: {e}", cert.display())))?
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| bad(format!("{}: {e}", cert.display())))?;
-    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| bad(format!("{}: {e}", key.display())))?;
+    let key =
+        PrivateKeyDer::from_pem_file(key).map_err(|e| bad(format!("{}: {e}", key.display())))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -106,14 +107,20 @@ impl Simulator {
                 Err(e) => tracing::error!("simulator cannot listen: {e}"),
             }
         });
-        Ok(Simulator { addr, truth, runtime: Some(runtime) })
+        Ok(Simulator {
+            addr,
+            truth,
+            runtime: Some(runtime),
+        })
     }
 
     /// Serves on the calling thread until Ctrl-C.
     pub fn run_blocking(args: &SimArgs) -> std::io::Result<()> {
         let sim = Simulator::spawn(args)?;
         tracing::info!(addr = %sim.addr, tls = args.tls_cert.is_some(), "simulator listening");
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
         rt.block_on(tokio::signal::ctrl_c())?;
         drop(sim);
         Ok(())

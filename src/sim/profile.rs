@@ -29,6 +29,10 @@ pub struct Profile {
     /// Tokens carried by each token event.
     #[arg(long, default_value_t = 1)]
     pub tokens_per_event: u32,
+    /// The first this-many output tokens are reasoning (`reasoning_content`),
+    /// reported in `usage.completion_tokens_details.reasoning_tokens`.
+    #[arg(long, default_value_t = 0)]
+    pub reasoning_tokens: u32,
     /// Send a role-only first delta right after the headers (chat).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub role_delta: bool,
@@ -70,6 +74,7 @@ impl Default for Profile {
             itl_jitter_ms: 0.0,
             output_tokens: 64,
             tokens_per_event: 1,
+            reasoning_tokens: 0,
             role_delta: true,
             keepalive_ms: 0.0,
             line_ending: LineEnding::Lf,
@@ -106,6 +111,7 @@ impl Profile {
             format!("--itl-jitter-ms={}", self.itl_jitter_ms),
             format!("--output-tokens={}", self.output_tokens),
             format!("--tokens-per-event={}", self.tokens_per_event),
+            format!("--reasoning-tokens={}", self.reasoning_tokens),
             format!("--role-delta={}", self.role_delta),
             format!("--keepalive-ms={}", self.keepalive_ms),
             format!("--line-ending={}", enum_name(self.line_ending)),
@@ -120,7 +126,9 @@ impl Profile {
 }
 
 fn enum_name<E: ValueEnum>(e: E) -> String {
-    e.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default()
+    e.to_possible_value()
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -172,7 +180,11 @@ impl FromStr for Fault {
         }
         if let Some(code) = s.strip_prefix("status=") {
             let code: u16 = code.parse().map_err(|_| bad())?;
-            return if (400..600).contains(&code) { Ok(Fault::Status(code)) } else { Err(bad()) };
+            return if (400..600).contains(&code) {
+                Ok(Fault::Status(code))
+            } else {
+                Err(bad())
+            };
         }
         if let Some(n) = s.strip_prefix("huge-line:") {
             return n.parse().map(Fault::HugeLine).map_err(|_| bad());
@@ -215,7 +227,17 @@ mod tests {
 
     #[test]
     fn faults_round_trip() {
-        for s in ["none", "status=503", "malformed@2", "reset@5", "close@1", "eof@3", "stall@4:1500", "error@0", "huge-line:10485760"] {
+        for s in [
+            "none",
+            "status=503",
+            "malformed@2",
+            "reset@5",
+            "close@1",
+            "eof@3",
+            "stall@4:1500",
+            "error@0",
+            "huge-line:10485760",
+        ] {
             assert_eq!(s.parse::<Fault>().map(|f| f.to_string()), Ok(s.to_string()));
         }
         assert!("status=200".parse::<Fault>().is_err());
@@ -224,8 +246,13 @@ mod tests {
 
     #[test]
     fn header_overrides_apply_on_top() {
-        let base = Profile { ttft_ms: 10.0, ..Profile::default() };
-        let p = base.with_overrides("itl-ms=5, fault=reset@3,line-ending=crlf,role-delta=false").unwrap();
+        let base = Profile {
+            ttft_ms: 10.0,
+            ..Profile::default()
+        };
+        let p = base
+            .with_overrides("itl-ms=5, fault=reset@3,line-ending=crlf,role-delta=false")
+            .unwrap();
         assert_eq!(p.ttft_ms, 10.0);
         assert_eq!(p.itl_ms, 5.0);
         assert_eq!(p.fault, Fault::Reset(3));
@@ -234,10 +261,22 @@ mod tests {
         assert!(base.with_overrides("no-such=1").is_err());
         // Every field survives the round trip through its arguments.
         let odd = Profile {
-            model: "m x".into(), ttft_ms: 1.5, itl_ms: 2.5, itl_jitter_ms: 0.5, output_tokens: 3,
-            tokens_per_event: 2, role_delta: false, keepalive_ms: 7.0, line_ending: LineEnding::Mixed,
-            split: Split::Random, continuous_usage: true, force_usage: true, header_delay_ms: 9.0,
-            fault: Fault::Stall(2, 30), seed: 77,
+            model: "m x".into(),
+            ttft_ms: 1.5,
+            itl_ms: 2.5,
+            itl_jitter_ms: 0.5,
+            output_tokens: 3,
+            tokens_per_event: 2,
+            reasoning_tokens: 4,
+            role_delta: false,
+            keepalive_ms: 7.0,
+            line_ending: LineEnding::Mixed,
+            split: Split::Random,
+            continuous_usage: true,
+            force_usage: true,
+            header_delay_ms: 9.0,
+            fault: Fault::Stall(2, 30),
+            seed: 77,
         };
         assert_eq!(odd.with_overrides(""), Ok(odd.clone()));
         assert_eq!(Profile::default().output_tokens, 64);

@@ -74,8 +74,30 @@ pub struct Script {
 }
 
 const WORDS: &[&str] = &[
-    "the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "token", "stream", "latency",
-    "é", "naïve", "\"quoted\"", "new\nline", "tab\t", "back\\slash", "42", "∑", "🙂", "and", "of", "to",
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "token",
+    "stream",
+    "latency",
+    "é",
+    "naïve",
+    "\"quoted\"",
+    "new\nline",
+    "tab\t",
+    "back\\slash",
+    "42",
+    "∑",
+    "🙂",
+    "and",
+    "of",
+    "to",
 ];
 
 struct Builder {
@@ -104,7 +126,12 @@ impl Builder {
     }
 
     fn raw(&mut self, at: Duration, bytes: Vec<u8>, mark: Option<Mark>, tokens: u32) {
-        self.steps.push(Step { at, action: Action::Write(bytes), mark, tokens });
+        self.steps.push(Step {
+            at,
+            action: Action::Write(bytes),
+            mark,
+            tokens,
+        });
     }
 
     /// One HTTP chunk (or, with `split=random`, 1–3 chunks cut anywhere).
@@ -113,19 +140,30 @@ impl Builder {
             Split::None => 1,
             Split::Random => self.rng.random_range(1..=3usize).min(data.len().max(1)),
         };
-        let mut cuts: Vec<usize> = (1..pieces).map(|_| self.rng.random_range(1..data.len().max(2))).collect();
+        let mut cuts: Vec<usize> = (1..pieces)
+            .map(|_| self.rng.random_range(1..data.len().max(2)))
+            .collect();
         cuts.sort_unstable();
         cuts.dedup();
         let mut start = 0;
         let n = cuts.len();
-        for (i, end) in cuts.into_iter().chain(std::iter::once(data.len())).enumerate() {
+        for (i, end) in cuts
+            .into_iter()
+            .chain(std::iter::once(data.len()))
+            .enumerate()
+        {
             let piece = data.get(start..end).unwrap_or_default();
             start = end;
             let mut framed = format!("{:x}\r\n", piece.len()).into_bytes();
             framed.extend_from_slice(piece);
             framed.extend_from_slice(b"\r\n");
             let last = i == n;
-            self.raw(at, framed, last.then_some(mark), if last { tokens } else { 0 });
+            self.raw(
+                at,
+                framed,
+                last.then_some(mark),
+                if last { tokens } else { 0 },
+            );
         }
     }
 
@@ -156,17 +194,34 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
     let model = req.model.clone().unwrap_or_else(|| p.model.clone());
     let id = format!("sim-{}", req.seq);
     let t_head = ms(p.header_delay_ms);
-    let wanted = req.max_tokens.map_or(p.output_tokens, |m| u32::try_from(m).unwrap_or(u32::MAX).min(p.output_tokens));
+    let wanted = req.max_tokens.map_or(p.output_tokens, |m| {
+        u32::try_from(m).unwrap_or(u32::MAX).min(p.output_tokens)
+    });
     let n_tokens = wanted.max(1);
     let prompt_tokens = req.prompt_tokens;
 
     if let Fault::Status(code) = p.fault {
         let body = json!({"error": {"message": format!("simulated {code}"), "type": "sim_error", "code": code}}).to_string();
-        let reason = http::StatusCode::from_u16(code).ok().and_then(|s| s.canonical_reason()).unwrap_or("Error");
-        let mut bytes = head(code, reason, &[("content-type", "application/json".into()), ("content-length", body.len().to_string())]);
+        let reason = http::StatusCode::from_u16(code)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("Error");
+        let mut bytes = head(
+            code,
+            reason,
+            &[
+                ("content-type", "application/json".into()),
+                ("content-length", body.len().to_string()),
+            ],
+        );
         bytes.extend_from_slice(body.as_bytes());
         b.raw(t_head, bytes, Some(Mark::Body), 0);
-        return Script { steps: b.steps, prompt_tokens, completion_tokens: 0, closes: false };
+        return Script {
+            steps: b.steps,
+            prompt_tokens,
+            completion_tokens: 0,
+            closes: false,
+        };
     }
 
     // Token event times: first at TTFT (never before the headers), then gaps.
@@ -181,27 +236,61 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
             }
         }
         times.push(t);
-        let jitter = if p.itl_jitter_ms > 0.0 { b.rng.random_range(-p.itl_jitter_ms..=p.itl_jitter_ms) } else { 0.0 };
+        let jitter = if p.itl_jitter_ms > 0.0 {
+            b.rng.random_range(-p.itl_jitter_ms..=p.itl_jitter_ms)
+        } else {
+            0.0
+        };
         t += ms(p.itl_ms + jitter);
     }
     let t_last = times.last().copied().unwrap_or(t_head);
-    let usage = |completion: u32| json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion, "prompt_tokens_details": {"cached_tokens": 0}});
+    let reasoning = p.reasoning_tokens.min(n_tokens);
+    let usage = |completion: u32| {
+        let mut u = json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion, "prompt_tokens_details": {"cached_tokens": 0}});
+        if reasoning > 0 {
+            if let Some(obj) = u.as_object_mut() {
+                obj.insert(
+                    "completion_tokens_details".into(),
+                    json!({"reasoning_tokens": reasoning.min(completion)}),
+                );
+            }
+        }
+        u
+    };
     let text_of = |rng: &mut StdRng, k: u32| -> String {
-        (0..k).map(|_| format!("{} ", WORDS.get(rng.random_range(0..WORDS.len())).unwrap_or(&"x"))).collect()
+        (0..k)
+            .map(|_| {
+                format!(
+                    "{} ",
+                    WORDS.get(rng.random_range(0..WORDS.len())).unwrap_or(&"x")
+                )
+            })
+            .collect()
     };
     let chat = req.operation == Operation::Chat;
-    let object = if chat { "chat.completion.chunk" } else { "text_completion" };
+    let object = if chat {
+        "chat.completion.chunk"
+    } else {
+        "text_completion"
+    };
 
     if !req.stream {
-        let text = (0..n_events).map(|_| text_of(&mut b.rng, per_event)).collect::<String>();
-        let choice = if chat {
+        let text = (0..n_events)
+            .map(|_| text_of(&mut b.rng, per_event))
+            .collect::<String>();
+        let choice = if chat && reasoning > 0 {
+            json!({"index": 0, "message": {"role": "assistant", "reasoning_content": "thinking", "content": text}, "finish_reason": "length"})
+        } else if chat {
             json!({"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"})
         } else {
             json!({"index": 0, "text": text, "finish_reason": "length"})
         };
         let body = json!({"id": id, "object": if chat {"chat.completion"} else {"text_completion"}, "created": 0, "model": model,
             "choices": [choice], "usage": usage(n_tokens)}).to_string();
-        let headers = [("content-type", "application/json".to_string()), ("content-length", body.len().to_string())];
+        let headers = [
+            ("content-type", "application/json".to_string()),
+            ("content-length", body.len().to_string()),
+        ];
         let mut bytes = head(200, "OK", &headers);
         let split_at = bytes.len();
         bytes.extend_from_slice(body.as_bytes());
@@ -209,21 +298,36 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
         match p.split {
             Split::None => b.raw(t_last, bytes, Some(Mark::Body), n_tokens),
             Split::Random => {
-                let mut cuts: Vec<usize> = (0..3).map(|_| b.rng.random_range(1..bytes.len())).collect();
+                let mut cuts: Vec<usize> =
+                    (0..3).map(|_| b.rng.random_range(1..bytes.len())).collect();
                 cuts.push(split_at);
                 cuts.sort_unstable();
                 cuts.dedup();
                 let mut start = 0;
                 let last = cuts.len();
-                for (i, end) in cuts.into_iter().chain(std::iter::once(bytes.len())).enumerate() {
+                for (i, end) in cuts
+                    .into_iter()
+                    .chain(std::iter::once(bytes.len()))
+                    .enumerate()
+                {
                     let piece = bytes.get(start..end).unwrap_or_default().to_vec();
                     start = end;
                     let done = i == last;
-                    b.raw(t_last, piece, done.then_some(Mark::Body), if done { n_tokens } else { 0 });
+                    b.raw(
+                        t_last,
+                        piece,
+                        done.then_some(Mark::Body),
+                        if done { n_tokens } else { 0 },
+                    );
                 }
             }
         }
-        return Script { steps: b.steps, prompt_tokens, completion_tokens: n_tokens, closes: false };
+        return Script {
+            steps: b.steps,
+            prompt_tokens,
+            completion_tokens: n_tokens,
+            closes: false,
+        };
     }
 
     let headers = [
@@ -234,14 +338,18 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
     ];
     b.raw(t_head, head(200, "OK", &headers), Some(Mark::Headers), 0);
     let chunk = |choice: serde_json::Value, usage: Option<serde_json::Value>| {
-        let mut v = json!({"id": id, "object": object, "created": 0, "model": model, "choices": [choice]});
-        if let Some(u) = usage {
-            v["usage"] = u;
+        let mut v =
+            json!({"id": id, "object": object, "created": 0, "model": model, "choices": [choice]});
+        if let (Some(u), Some(obj)) = (usage, v.as_object_mut()) {
+            obj.insert("usage".into(), u);
         }
         v.to_string()
     };
     if chat && p.role_delta {
-        let data = chunk(json!({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}), None);
+        let data = chunk(
+            json!({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": null}),
+            None,
+        );
         b.event(t_head, &data, Mark::Role, 0);
     }
     if let Fault::HugeLine(n) = p.fault {
@@ -249,7 +357,11 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
         let mut first = true;
         while left > 0 {
             let take = left.min(64 * 1024);
-            let mut piece = if first { b"data: ".to_vec() } else { Vec::new() };
+            let mut piece = if first {
+                b"data: ".to_vec()
+            } else {
+                Vec::new()
+            };
             first = false;
             piece.resize(piece.len() + take, b'x');
             let mut framed = format!("{:x}\r\n", piece.len()).into_bytes();
@@ -259,7 +371,12 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
             left -= take;
         }
         b.raw(t_head, b"0\r\n\r\n".to_vec(), Some(Mark::End), 0);
-        return Script { steps: b.steps, prompt_tokens, completion_tokens: 0, closes: false };
+        return Script {
+            steps: b.steps,
+            prompt_tokens,
+            completion_tokens: 0,
+            closes: false,
+        };
     }
     if p.keepalive_ms > 0.0 {
         let every = ms(p.keepalive_ms);
@@ -278,26 +395,61 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
         let i = u32::try_from(i).unwrap_or(u32::MAX);
         match p.fault {
             Fault::Reset(k) if k == i => {
-                b.steps.push(Step { at, action: Action::Reset, mark: Some(Mark::Reset), tokens: 0 });
-                return Script { steps: b.steps, prompt_tokens, completion_tokens: sent, closes: true };
+                b.steps.push(Step {
+                    at,
+                    action: Action::Reset,
+                    mark: Some(Mark::Reset),
+                    tokens: 0,
+                });
+                return Script {
+                    steps: b.steps,
+                    prompt_tokens,
+                    completion_tokens: sent,
+                    closes: true,
+                };
             }
             Fault::Close(k) if k == i => {
-                b.steps.push(Step { at, action: Action::Close, mark: Some(Mark::Close), tokens: 0 });
-                return Script { steps: b.steps, prompt_tokens, completion_tokens: sent, closes: true };
+                b.steps.push(Step {
+                    at,
+                    action: Action::Close,
+                    mark: Some(Mark::Close),
+                    tokens: 0,
+                });
+                return Script {
+                    steps: b.steps,
+                    prompt_tokens,
+                    completion_tokens: sent,
+                    closes: true,
+                };
             }
             Fault::Eof(k) if k == i => {
                 b.raw(at, b"0\r\n\r\n".to_vec(), Some(Mark::End), 0);
-                return Script { steps: b.steps, prompt_tokens, completion_tokens: sent, closes: false };
+                return Script {
+                    steps: b.steps,
+                    prompt_tokens,
+                    completion_tokens: sent,
+                    closes: false,
+                };
             }
             Fault::Error(k) if k == i => {
                 let err = json!({"error": {"message": "simulated in-stream error", "type": "server_error"}}).to_string();
                 b.event(at, &err, Mark::Error, 0);
                 b.event(at, "[DONE]", Mark::Done, 0);
                 b.raw(at, b"0\r\n\r\n".to_vec(), Some(Mark::End), 0);
-                return Script { steps: b.steps, prompt_tokens, completion_tokens: sent, closes: false };
+                return Script {
+                    steps: b.steps,
+                    prompt_tokens,
+                    completion_tokens: sent,
+                    closes: false,
+                };
             }
             Fault::Malformed(k) if k == i => {
-                b.event(at, "{\"choices\":[{\"delta\":{\"content\":\"broken", Mark::Malformed, 0);
+                b.event(
+                    at,
+                    "{\"choices\":[{\"delta\":{\"content\":\"broken",
+                    Mark::Malformed,
+                    0,
+                );
                 continue;
             }
             _ => {}
@@ -305,7 +457,9 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
         let k = per_event.min(n_tokens - sent);
         sent += k;
         let text = text_of(&mut b.rng, k);
-        let choice = if chat {
+        let choice = if chat && sent - k < reasoning {
+            json!({"index": 0, "delta": {"reasoning_content": text}, "finish_reason": null})
+        } else if chat {
             json!({"index": 0, "delta": {"content": text}, "finish_reason": null})
         } else {
             json!({"index": 0, "text": text, "finish_reason": null})
@@ -326,7 +480,12 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
     }
     b.event(t_last, "[DONE]", Mark::Done, 0);
     b.raw(t_last, b"0\r\n\r\n".to_vec(), Some(Mark::End), 0);
-    Script { steps: b.steps, prompt_tokens, completion_tokens: sent, closes: false }
+    Script {
+        steps: b.steps,
+        prompt_tokens,
+        completion_tokens: sent,
+        closes: false,
+    }
 }
 
 #[cfg(test)]
@@ -352,18 +511,40 @@ mod tests {
 
     #[test]
     fn stream_plan_has_the_expected_shape_and_times() {
-        let p = Profile { ttft_ms: 100.0, itl_ms: 10.0, ..Profile::default() };
+        let p = Profile {
+            ttft_ms: 100.0,
+            itl_ms: 10.0,
+            ..Profile::default()
+        };
         let s = plan(&p, &spec(true));
         use Mark::*;
-        assert_eq!(marks(&s), vec![Headers, Role, Token, Token, Token, Token, Token, Finish, Usage, Done, End]);
-        let token_times: Vec<_> = s.steps.iter().filter(|s| s.mark == Some(Token)).map(|s| s.at).collect();
-        assert_eq!(token_times, (0..5).map(|i| Duration::from_millis(100 + 10 * i)).collect::<Vec<_>>());
+        assert_eq!(
+            marks(&s),
+            vec![Headers, Role, Token, Token, Token, Token, Token, Finish, Usage, Done, End]
+        );
+        let token_times: Vec<_> = s
+            .steps
+            .iter()
+            .filter(|s| s.mark == Some(Token))
+            .map(|s| s.at)
+            .collect();
+        assert_eq!(
+            token_times,
+            (0..5)
+                .map(|i| Duration::from_millis(100 + 10 * i))
+                .collect::<Vec<_>>()
+        );
         assert_eq!(s.completion_tokens, 5);
     }
 
     #[test]
     fn split_and_line_endings_keep_the_bytes() {
-        let p = Profile { split: Split::Random, line_ending: LineEnding::Mixed, seed: 9, ..Profile::default() };
+        let p = Profile {
+            split: Split::Random,
+            line_ending: LineEnding::Mixed,
+            seed: 9,
+            ..Profile::default()
+        };
         let s = plan(&p, &spec(true));
         let tokens: u32 = s.steps.iter().map(|s| s.tokens).sum();
         assert_eq!(tokens, 5);
@@ -372,21 +553,46 @@ mod tests {
 
     #[test]
     fn faults() {
-        let p = Profile { fault: Fault::Reset(2), ..Profile::default() };
+        let p = Profile {
+            fault: Fault::Reset(2),
+            ..Profile::default()
+        };
         let s = plan(&p, &spec(true));
-        assert_eq!(s.steps.last().map(|s| s.action.clone()), Some(Action::Reset));
+        assert_eq!(
+            s.steps.last().map(|s| s.action.clone()),
+            Some(Action::Reset)
+        );
         assert_eq!(s.completion_tokens, 2);
-        let p = Profile { fault: Fault::Status(503), ..Profile::default() };
+        let p = Profile {
+            fault: Fault::Status(503),
+            ..Profile::default()
+        };
         let s = plan(&p, &spec(true));
-        assert!(matches!(&s.steps[0].action, Action::Write(b) if b.starts_with(b"HTTP/1.1 503 Service Unavailable")));
-        let p = Profile { fault: Fault::Stall(1, 500), ttft_ms: 0.0, itl_ms: 10.0, ..Profile::default() };
-        let t: Vec<_> = plan(&p, &spec(true)).steps.iter().filter(|s| s.mark == Some(Mark::Token)).map(|s| s.at).collect();
+        assert!(
+            matches!(&s.steps[0].action, Action::Write(b) if b.starts_with(b"HTTP/1.1 503 Service Unavailable"))
+        );
+        let p = Profile {
+            fault: Fault::Stall(1, 500),
+            ttft_ms: 0.0,
+            itl_ms: 10.0,
+            ..Profile::default()
+        };
+        let t: Vec<_> = plan(&p, &spec(true))
+            .steps
+            .iter()
+            .filter(|s| s.mark == Some(Mark::Token))
+            .map(|s| s.at)
+            .collect();
         assert_eq!(t[1] - t[0], Duration::from_millis(510));
     }
 
     #[test]
     fn non_streaming_body_arrives_when_generation_ends() {
-        let p = Profile { ttft_ms: 50.0, itl_ms: 10.0, ..Profile::default() };
+        let p = Profile {
+            ttft_ms: 50.0,
+            itl_ms: 10.0,
+            ..Profile::default()
+        };
         let s = plan(&p, &spec(false));
         assert_eq!(s.steps.len(), 1);
         assert_eq!(s.steps[0].at, Duration::from_millis(90));

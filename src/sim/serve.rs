@@ -27,7 +27,12 @@ pub struct SimState {
 
 impl SimState {
     pub fn new(profile: Profile, truth: Arc<TruthLog>, tls: Option<TlsAcceptor>) -> Self {
-        SimState { profile, truth, tls, seq: AtomicU64::new(0) }
+        SimState {
+            profile,
+            truth,
+            tls,
+            seq: AtomicU64::new(0),
+        }
     }
 }
 
@@ -72,7 +77,12 @@ enum After {
     Reset,
 }
 
-async fn requests<S>(sim: &Arc<SimState>, stream: S, raw: &std::net::TcpStream, sni: Option<String>) -> io::Result<()>
+async fn requests<S>(
+    sim: &Arc<SimState>,
+    stream: S,
+    raw: &std::net::TcpStream,
+    sni: Option<String>,
+) -> io::Result<()>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -83,7 +93,10 @@ where
             return Ok(());
         };
         let received = Instant::now();
-        let conn = Conn { raw, sni: sni.as_deref() };
+        let conn = Conn {
+            raw,
+            sni: sni.as_deref(),
+        };
         let after = respond(sim, &req, received, &mut rd, &mut wr, &mut buf, &conn).await?;
         match after {
             After::Reset => return Ok(()),
@@ -100,8 +113,15 @@ where
     }
 }
 
-async fn write_simple<W: AsyncWrite + Unpin>(wr: &mut W, status: u16, body: &str) -> io::Result<()> {
-    let reason = http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("");
+async fn write_simple<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    status: u16,
+    body: &str,
+) -> io::Result<()> {
+    let reason = http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
     let head = format!(
         "HTTP/1.1 {status} {reason}\r\nserver: tokentap-sim\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
         body.len()
@@ -158,7 +178,10 @@ where
     };
     let continuous = serde_json::from_slice::<serde_json::Value>(&req.body)
         .ok()
-        .and_then(|v| v.pointer("/stream_options/continuous_usage_stats").and_then(|c| c.as_bool()))
+        .and_then(|v| {
+            v.pointer("/stream_options/continuous_usage_stats")
+                .and_then(|c| c.as_bool())
+        })
         .unwrap_or(false);
     let seq = sim.seq.fetch_add(1, Ordering::Relaxed);
     let spec = RequestSpec {
@@ -167,15 +190,23 @@ where
         include_usage: info.include_usage.unwrap_or(false),
         continuous_usage: continuous,
         max_tokens: info.max_tokens,
-        prompt_tokens: u32::try_from(info.prompt_bytes.unwrap_or(0) / 4).unwrap_or(u32::MAX).max(1),
+        prompt_tokens: u32::try_from(info.prompt_bytes.unwrap_or(0) / 4)
+            .unwrap_or(u32::MAX)
+            .max(1),
         model: info.model.clone(),
         seq,
     };
     let plan = script::plan(&profile, &spec);
-    let mut truth = Truth::new(seq, req.header_str("x-request-id").map(str::to_owned), req.path.clone(), received);
+    let mut truth = Truth::new(
+        seq,
+        req.header_str("x-request-id").map(str::to_owned),
+        req.path.clone(),
+        received,
+    );
     truth.stream = spec.stream;
     truth.fault = profile.fault.to_string();
     truth.sni = conn.sni.map(str::to_owned);
+    truth.accept_encoding = req.header_str("accept-encoding").map(str::to_owned);
     truth.prompt_tokens = plan.prompt_tokens;
     truth.completion_tokens = plan.completion_tokens;
     let after = play(&plan, received, rd, wr, buf, conn.raw, &mut truth).await;
@@ -185,7 +216,11 @@ where
 
 /// Sleeps until `deadline` while watching the client: `Err(t)` when it
 /// closed (or reset) at `t`. Bytes it sends meanwhile are kept in `buf`.
-async fn wait_until<R: AsyncRead + Unpin>(rd: &mut R, buf: &mut Vec<u8>, deadline: Instant) -> Result<(), Instant> {
+async fn wait_until<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    buf: &mut Vec<u8>,
+    deadline: Instant,
+) -> Result<(), Instant> {
     let mut tmp = [0u8; 4096];
     loop {
         tokio::select! {

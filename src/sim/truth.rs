@@ -36,6 +36,8 @@ pub struct Truth {
     pub fault: String,
     /// TLS server name the client sent, if TLS.
     pub sni: Option<String>,
+    /// The request's `Accept-Encoding`, as it arrived.
+    pub accept_encoding: Option<String>,
     #[serde(skip)]
     pub received: Instant,
     pub received_unix_ns: u128,
@@ -59,8 +61,11 @@ impl Truth {
             stream: false,
             fault: "none".into(),
             sni: None,
+            accept_encoding: None,
             received,
-            received_unix_ns: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos()),
+            received_unix_ns: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos()),
             events: Vec::new(),
             peer_closed: None,
             peer_closed_ms: None,
@@ -72,22 +77,34 @@ impl Truth {
 
     pub fn mark(&mut self, mark: Mark, at: Instant, tokens: u32) {
         let t_ms = at.saturating_duration_since(self.received).as_secs_f64() * 1000.0;
-        self.events.push(TruthEvent { mark, at, t_ms, tokens });
+        self.events.push(TruthEvent {
+            mark,
+            at,
+            t_ms,
+            tokens,
+        });
     }
 
     pub fn peer_closed_at(&mut self, at: Instant) {
         self.peer_closed = Some(at);
-        self.peer_closed_ms = Some(at.saturating_duration_since(self.received).as_secs_f64() * 1000.0);
+        self.peer_closed_ms =
+            Some(at.saturating_duration_since(self.received).as_secs_f64() * 1000.0);
     }
 
     /// Send times of the token events.
     pub fn token_times(&self) -> Vec<Instant> {
-        self.events.iter().filter(|e| e.mark == Mark::Token).map(|e| e.at).collect()
+        self.events
+            .iter()
+            .filter(|e| e.mark == Mark::Token)
+            .map(|e| e.at)
+            .collect()
     }
 
     /// Time from receipt to the first token event.
     pub fn ttft(&self) -> Option<Duration> {
-        self.token_times().first().map(|t| t.saturating_duration_since(self.received))
+        self.token_times()
+            .first()
+            .map(|t| t.saturating_duration_since(self.received))
     }
 }
 
@@ -102,11 +119,18 @@ impl TruthLog {
     pub fn new(cap: usize, path: Option<&Path>) -> std::io::Result<Self> {
         let file = match path {
             Some(p) => Some(Mutex::new(BufWriter::new(
-                std::fs::OpenOptions::new().create(true).append(true).open(p)?,
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)?,
             ))),
             None => None,
         };
-        Ok(TruthLog { mem: Mutex::new(VecDeque::new()), cap, file })
+        Ok(TruthLog {
+            mem: Mutex::new(VecDeque::new()),
+            cap,
+            file,
+        })
     }
 
     pub fn push(&self, t: Truth) {
@@ -126,7 +150,10 @@ impl TruthLog {
 
     /// All requests still held, oldest first.
     pub fn all(&self) -> Vec<Truth> {
-        self.mem.lock().map(|m| m.iter().cloned().collect()).unwrap_or_default()
+        self.mem
+            .lock()
+            .map(|m| m.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// The request with this `x-request-id`, once it has been served.

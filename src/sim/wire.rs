@@ -24,7 +24,10 @@ pub struct Request {
 
 impl Request {
     pub fn header(&self, name: &str) -> Option<&[u8]> {
-        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_slice())
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_slice())
     }
 
     pub fn header_str(&self, name: &str) -> Option<&str> {
@@ -46,7 +49,10 @@ async fn fill<R: AsyncRead + Unpin>(rd: &mut R, buf: &mut Vec<u8>) -> io::Result
 
 /// Reads the next request. `Ok(None)` when the peer closed between requests.
 /// Bytes after the request stay in `buf` for the next call.
-pub async fn read_request<R: AsyncRead + Unpin>(rd: &mut R, buf: &mut Vec<u8>) -> io::Result<Option<Request>> {
+pub async fn read_request<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    buf: &mut Vec<u8>,
+) -> io::Result<Option<Request>> {
     let (head_len, mut req, body_mode) = loop {
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut parsed = httparse::Request::new(&mut headers);
@@ -58,17 +64,24 @@ pub async fn read_request<R: AsyncRead + Unpin>(rd: &mut R, buf: &mut Vec<u8>) -
                     ..Request::default()
                 };
                 for h in parsed.headers.iter() {
-                    req.headers.push((h.name.to_ascii_lowercase(), h.value.to_vec()));
+                    req.headers
+                        .push((h.name.to_ascii_lowercase(), h.value.to_vec()));
                 }
-                let conn = req.header_str("connection").unwrap_or_default().to_ascii_lowercase();
-                req.close = conn.contains("close") || parsed.version == Some(0) && !conn.contains("keep-alive");
+                let conn = req
+                    .header_str("connection")
+                    .unwrap_or_default()
+                    .to_ascii_lowercase();
+                req.close = conn.contains("close")
+                    || parsed.version == Some(0) && !conn.contains("keep-alive");
                 let chunked = req
                     .header_str("transfer-encoding")
                     .is_some_and(|te| te.to_ascii_lowercase().contains("chunked"));
                 let mode = if chunked {
                     BodyMode::Chunked
                 } else {
-                    let len = req.header_str("content-length").map(|v| v.trim().parse::<usize>());
+                    let len = req
+                        .header_str("content-length")
+                        .map(|v| v.trim().parse::<usize>());
                     match len {
                         None => BodyMode::Length(0),
                         Some(Ok(n)) if n <= MAX_BODY => BodyMode::Length(n),
@@ -82,7 +95,11 @@ pub async fn read_request<R: AsyncRead + Unpin>(rd: &mut R, buf: &mut Vec<u8>) -
                     return Err(invalid("request head too large"));
                 }
                 if !fill(rd, buf).await? {
-                    return if buf.is_empty() { Ok(None) } else { Err(invalid("eof in request head")) };
+                    return if buf.is_empty() {
+                        Ok(None)
+                    } else {
+                        Err(invalid("eof in request head"))
+                    };
                 }
             }
         }

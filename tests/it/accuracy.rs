@@ -14,9 +14,17 @@ const TOLERANCE: Duration = Duration::from_millis(1);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ttft_and_every_gap_within_1ms_of_the_simulator() {
     let _g = serial().await;
-    let behind = sim(Profile { ttft_ms: 80.0, itl_ms: 15.0, itl_jitter_ms: 10.0, output_tokens: 40, seed: 3, ..Profile::default() });
+    let behind = sim(Profile {
+        ttft_ms: 80.0,
+        itl_ms: 15.0,
+        itl_jitter_ms: 10.0,
+        output_tokens: 40,
+        seed: 3,
+        ..Profile::default()
+    });
     let tap = Tap::start(&format!("http://{}", behind.addr), "");
-    let (mut worst_event, mut worst_gap, mut worst_ttft, mut gaps_checked) = (Duration::ZERO, Duration::ZERO, Duration::ZERO, 0);
+    let (mut worst_event, mut worst_gap, mut worst_ttft, mut gaps_checked) =
+        (Duration::ZERO, Duration::ZERO, Duration::ZERO, 0);
     let mut worst_path = Duration::ZERO;
     // (usage?, tokens per event, x-sim extras)
     let cases = [
@@ -27,15 +35,35 @@ async fn ttft_and_every_gap_within_1ms_of_the_simulator() {
         (true, 1, ",keepalive-ms=20,line-ending=crlf"),
         (false, 1, ",split=random,line-ending=cr"),
         (true, 2, ",continuous-usage=true"),
+        (true, 1, ",reasoning-tokens=10"),
     ];
     for round in 0..2 {
         for (i, (usage, per_event, extra)) in cases.iter().enumerate() {
             let id = format!("acc-{round}-{i}");
-            let opts = format!("tokens-per-event={per_event},seed={}{extra}", 10 * round + i);
-            let headers = [("content-type", "application/json"), ("x-request-id", id.as_str()), ("x-sim", opts.as_str())];
-            let resp = client::send(tap.addr, "POST", "/v1/chat/completions", &headers, &chat(true, *usage)).await.unwrap();
+            let opts = format!(
+                "tokens-per-event={per_event},seed={}{extra}",
+                10 * round + i
+            );
+            let headers = [
+                ("content-type", "application/json"),
+                ("x-request-id", id.as_str()),
+                ("x-sim", opts.as_str()),
+            ];
+            let resp = client::send(
+                tap.addr,
+                "POST",
+                "/v1/chat/completions",
+                &headers,
+                &chat(true, *usage),
+            )
+            .await
+            .unwrap();
             assert!(resp.complete);
-            let truth = behind.truth.wait_for(&id, Duration::from_secs(5)).await.unwrap();
+            let truth = behind
+                .truth
+                .wait_for(&id, Duration::from_secs(5))
+                .await
+                .unwrap();
             let record = tap.records.wait(&id).await;
             let seen = tap.events.of(&id);
             let sends = truth.token_times();
@@ -44,7 +72,11 @@ async fn ttft_and_every_gap_within_1ms_of_the_simulator() {
             for (k, (ev, send)) in seen.iter().zip(&sends).enumerate() {
                 assert_eq!(ev.index as usize, k);
                 let err = diff(ev.at, *send);
-                assert!(err <= TOLERANCE, "{id}: token {k} seen {:.3} ms from its send", ms(err));
+                assert!(
+                    err <= TOLERANCE,
+                    "{id}: token {k} seen {:.3} ms from its send",
+                    ms(err)
+                );
                 worst_event = worst_event.max(err);
                 if k > 0 {
                     let sent_gap = *send - sends[k - 1];
@@ -62,19 +94,50 @@ async fn ttft_and_every_gap_within_1ms_of_the_simulator() {
             let t0 = seen[0].at - seen[0].since_start;
             assert_eq!(record.ttft, Some(seen[0].since_start));
             let ttft_err = diff(t0 + record.ttft.unwrap(), sends[0]);
-            assert!(ttft_err <= TOLERANCE, "{id}: TTFT {:.3} ms, first send at {:.3} ms", ms(record.ttft.unwrap()), ms(sends[0] - t0));
+            assert!(
+                ttft_err <= TOLERANCE,
+                "{id}: TTFT {:.3} ms, first send at {:.3} ms",
+                ms(record.ttft.unwrap()),
+                ms(sends[0] - t0)
+            );
             worst_ttft = worst_ttft.max(ttft_err);
-            assert!(truth.received >= t0, "the simulator got the request after the tap");
+            assert!(
+                truth.received >= t0,
+                "the simulator got the request after the tap"
+            );
             worst_path = worst_path.max(truth.received - t0);
             assert_eq!(record.gaps.count as usize, sends.len() - 1);
+            if extra.contains("reasoning") {
+                assert_eq!(record.reasoning_tokens, Some(10));
+                let visible = seen.iter().find(|e| e.index == 10).unwrap();
+                assert_eq!(
+                    record.ttft_visible,
+                    Some(visible.since_start),
+                    "{id}: first non-reasoning token"
+                );
+            } else {
+                assert_eq!(record.ttft_visible, record.ttft);
+            }
             // Token counts.
             if *usage || extra.contains("continuous") {
                 assert_eq!(record.output_source, Some(TokenSource::Usage), "{id}");
-                assert_eq!(record.output_tokens, Some(u64::from(truth.completion_tokens)), "{id}");
-                assert_eq!(record.input_tokens, Some(u64::from(truth.prompt_tokens)), "{id}");
+                assert_eq!(
+                    record.output_tokens,
+                    Some(u64::from(truth.completion_tokens)),
+                    "{id}"
+                );
+                assert_eq!(
+                    record.input_tokens,
+                    Some(u64::from(truth.prompt_tokens)),
+                    "{id}"
+                );
             } else {
                 assert_eq!(record.output_source, Some(TokenSource::Events), "{id}");
-                assert_eq!(record.output_tokens, Some(sends.len() as u64), "{id}: counted events = events sent");
+                assert_eq!(
+                    record.output_tokens,
+                    Some(sends.len() as u64),
+                    "{id}: counted events = events sent"
+                );
             }
             let n = record.output_tokens.unwrap();
             let tpot = (record.e2e - record.ttft.unwrap()) / (n as u32 - 1);
@@ -93,17 +156,56 @@ async fn ttft_and_every_gap_within_1ms_of_the_simulator() {
 
 /// (fixture, token events, output tokens, source, first token at ms)
 const FIXTURES: &[(&str, u32, u64, TokenSource, Option<f64>)] = &[
-    ("llama-cpp-python-chat-stream", 12, 12, TokenSource::Events, Some(111.478)),
-    ("llama-cpp-python-completions-stream", 12, 12, TokenSource::Events, Some(52.319)),
-    ("llama-server-chat-nostream", 0, 12, TokenSource::Usage, None),
-    ("llama-server-chat-stream-nousage", 12, 12, TokenSource::Events, Some(21.066)),
-    ("llama-server-chat-stream-usage", 12, 12, TokenSource::Usage, Some(83.616)),
-    ("llama-server-completions-stream", 12, 12, TokenSource::Usage, Some(44.09)),
+    (
+        "llama-cpp-python-chat-stream",
+        12,
+        12,
+        TokenSource::Events,
+        Some(111.478),
+    ),
+    (
+        "llama-cpp-python-completions-stream",
+        12,
+        12,
+        TokenSource::Events,
+        Some(52.319),
+    ),
+    (
+        "llama-server-chat-nostream",
+        0,
+        12,
+        TokenSource::Usage,
+        None,
+    ),
+    (
+        "llama-server-chat-stream-nousage",
+        12,
+        12,
+        TokenSource::Events,
+        Some(21.066),
+    ),
+    (
+        "llama-server-chat-stream-usage",
+        12,
+        12,
+        TokenSource::Usage,
+        Some(83.616),
+    ),
+    (
+        "llama-server-completions-stream",
+        12,
+        12,
+        TokenSource::Usage,
+        Some(44.09),
+    ),
 ];
 
 /// Serves one recorded response: every recorded read written at its time.
 /// Returns when each was actually written, keyed by its recorded time.
-async fn replay_once(listener: tokio::net::TcpListener, reads: Vec<(f64, Vec<u8>)>) -> Vec<(f64, Instant)> {
+async fn replay_once(
+    listener: tokio::net::TcpListener,
+    reads: Vec<(f64, Vec<u8>)>,
+) -> Vec<(f64, Instant)> {
     let (mut s, _) = listener.accept().await.unwrap();
     s.set_nodelay(true).unwrap();
     let mut buf = vec![0u8; 65536];
@@ -116,7 +218,10 @@ async fn replay_once(listener: tokio::net::TcpListener, reads: Vec<(f64, Vec<u8>
             let head = String::from_utf8_lossy(&got[..end]).to_lowercase();
             let len: usize = head
                 .lines()
-                .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                .find_map(|l| {
+                    l.strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap())
+                })
                 .unwrap_or(0);
             if got.len() >= end + 4 + len {
                 break;
@@ -144,7 +249,9 @@ async fn recorded_engine_responses_replayed_through_a_tap() {
         let reads: Vec<(f64, Vec<u8>)> = lines
             .map(|l| {
                 let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                let b = base64::engine::general_purpose::STANDARD.decode(v["b64"].as_str().unwrap()).unwrap();
+                let b = base64::engine::general_purpose::STANDARD
+                    .decode(v["b64"].as_str().unwrap())
+                    .unwrap();
                 (v["t_ms"].as_f64().unwrap(), b)
             })
             .collect();
@@ -156,7 +263,9 @@ async fn recorded_engine_responses_replayed_through_a_tap() {
         let path = first["request_path"].as_str().unwrap();
         let body = first["request_body"].to_string();
         let headers = [("content-type", "application/json"), ("x-request-id", name)];
-        let resp = client::send(tap.addr, "POST", path, &headers, body.as_bytes()).await.unwrap();
+        let resp = client::send(tap.addr, "POST", path, &headers, body.as_bytes())
+            .await
+            .unwrap();
         let written = replay.await.unwrap();
         let record = tap.records.wait(name).await;
         // The client got exactly the recorded body.
@@ -177,7 +286,10 @@ async fn recorded_engine_responses_replayed_through_a_tap() {
         }
         assert_eq!(resp.body, expected, "{name}: body");
         assert_eq!(record.outcome, Outcome::Ok, "{name}");
-        assert_eq!(record.token_events, *token_events, "{name}: token events (role-only and finish skipped)");
+        assert_eq!(
+            record.token_events, *token_events,
+            "{name}: token events (role-only and finish skipped)"
+        );
         assert_eq!(record.output_tokens, Some(*output), "{name}");
         assert_eq!(record.output_source, Some(*source), "{name}");
         if let Some(first_ms) = first_ms {
@@ -185,7 +297,11 @@ async fn recorded_engine_responses_replayed_through_a_tap() {
             // starts when it has the request: compare the first-token instant.
             let ev = &tap.events.of(name)[0];
             let sent = written.iter().find(|(t, _)| t == first_ms).unwrap().1;
-            assert!(diff(ev.at, sent) <= TOLERANCE, "{name}: first token {:.3} ms from its recorded read", ms(diff(ev.at, sent)));
+            assert!(
+                diff(ev.at, sent) <= TOLERANCE,
+                "{name}: first token {:.3} ms from its recorded read",
+                ms(diff(ev.at, sent))
+            );
         } else {
             assert_eq!(record.ttft, None);
         }

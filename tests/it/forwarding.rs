@@ -14,16 +14,33 @@ use tokentap::sim::Profile;
 /// Headers a proxy may legitimately rewrite: hop-by-hop framing, and `date`,
 /// which pingora always sets (RFC 9110 §6.6.1 requires a proxy to add one
 /// when the upstream sent none; pingora also refreshes an existing one).
-const PROXY_OWNED: &[&str] = &["connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "trailer", "upgrade", "date"];
+const PROXY_OWNED: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "upgrade",
+    "date",
+];
 
 fn end_to_end(r: &Response) -> Vec<(String, Vec<u8>)> {
-    r.headers.iter().filter(|(k, _)| !PROXY_OWNED.contains(&k.as_str())).cloned().collect()
+    r.headers
+        .iter()
+        .filter(|(k, _)| !PROXY_OWNED.contains(&k.as_str()))
+        .cloned()
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn byte_exact_over_1200_random_responses() {
     let _g = serial().await;
-    let base = Profile { ttft_ms: 0.0, itl_ms: 0.0, ..Profile::default() };
+    let base = Profile {
+        ttft_ms: 0.0,
+        itl_ms: 0.0,
+        ..Profile::default()
+    };
     // Two identical simulators fed the same request sequence produce the
     // same bytes: one is reached direct, one through the tap.
     let direct = sim(base.clone());
@@ -35,7 +52,11 @@ async fn byte_exact_over_1200_random_responses() {
     let n = 1200;
     for i in 0..n {
         let stream = rng.random_range(0..5) != 0;
-        let path = if rng.random_bool(0.7) { "/v1/chat/completions" } else { "/v1/completions" };
+        let path = if rng.random_bool(0.7) {
+            "/v1/chat/completions"
+        } else {
+            "/v1/completions"
+        };
         let sim_opts = format!(
             "output-tokens={},tokens-per-event={},line-ending={},split={},seed={},role-delta={},keepalive-ms={}",
             rng.random_range(1..300),
@@ -48,15 +69,32 @@ async fn byte_exact_over_1200_random_responses() {
         );
         let body = chat(stream, rng.random_bool(0.5));
         let id = format!("bx-{i}");
-        let headers = [("content-type", "application/json"), ("x-sim", sim_opts.as_str()), ("x-request-id", id.as_str())];
-        let a = client::send(direct.addr, "POST", path, &headers, &body).await.unwrap();
-        let b = client::send(tap.addr, "POST", path, &headers, &body).await.unwrap();
+        let headers = [
+            ("content-type", "application/json"),
+            ("x-sim", sim_opts.as_str()),
+            ("x-request-id", id.as_str()),
+        ];
+        let a = client::send(direct.addr, "POST", path, &headers, &body)
+            .await
+            .unwrap();
+        let b = client::send(tap.addr, "POST", path, &headers, &body)
+            .await
+            .unwrap();
         assert_eq!(a.status, b.status, "{id} {sim_opts}");
         assert_eq!(end_to_end(&a), end_to_end(&b), "{id}: headers differ");
-        assert!(b.header("date").is_some(), "{id}: a proxy adds Date when the upstream has none");
+        assert!(
+            b.header("date").is_some(),
+            "{id}: a proxy adds Date when the upstream has none"
+        );
         assert!(a.complete && b.complete, "{id}: complete");
         let (ha, hb) = (Sha256::digest(&a.body), Sha256::digest(&b.body));
-        assert_eq!(ha, hb, "{id} {sim_opts}: body differs ({} vs {} bytes)", a.body.len(), b.body.len());
+        assert_eq!(
+            ha,
+            hb,
+            "{id} {sim_opts}: body differs ({} vs {} bytes)",
+            a.body.len(),
+            b.body.len()
+        );
         all.update(hb);
         bytes += b.body.len();
         if stream {
@@ -71,25 +109,41 @@ async fn byte_exact_over_1200_random_responses() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert_eq!(tap.records.count(), n);
-    assert!(tap.records.all().iter().all(|r| r.outcome == tokentap::record::Outcome::Ok));
+    assert!(tap
+        .records
+        .all()
+        .iter()
+        .all(|r| r.outcome == tokentap::record::Outcome::Ok));
     println!("byte-exact: {streamed} streamed + {plain} non-streamed responses, {bytes} body bytes, 0 mismatches, sha256 of hashes {:x}", all.finalize());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_50ms_apart_arrive_as_separate_reads_within_5ms() {
     let _g = serial().await;
-    let behind = sim(Profile { ttft_ms: 50.0, itl_ms: 50.0, output_tokens: 12, ..Profile::default() });
+    let behind = sim(Profile {
+        ttft_ms: 50.0,
+        itl_ms: 50.0,
+        output_tokens: 12,
+        ..Profile::default()
+    });
     let tap = Tap::start(&format!("http://{}", behind.addr), "");
     let body = chat(true, false);
     let req = client::request_bytes(
         "POST",
         "/v1/chat/completions",
         "x",
-        &[("content-type", "application/json"), ("x-request-id", "nc-1")],
+        &[
+            ("content-type", "application/json"),
+            ("x-request-id", "nc-1"),
+        ],
         &body,
     );
     let raw = raw_exchange(tap.addr, &req).await;
-    let truth = behind.truth.wait_for("nc-1", Duration::from_secs(5)).await.unwrap();
+    let truth = behind
+        .truth
+        .wait_for("nc-1", Duration::from_secs(5))
+        .await
+        .unwrap();
     let sends = truth.token_times();
     assert_eq!(sends.len(), 12);
     let mut worst = Duration::ZERO;
@@ -99,21 +153,41 @@ async fn events_50ms_apart_arrive_as_separate_reads_within_5ms() {
         let hits: Vec<_> = raw
             .reads
             .iter()
-            .filter(|(t, _)| *t + Duration::from_millis(1) >= *send && *t <= *send + Duration::from_millis(5))
+            .filter(|(t, _)| {
+                *t + Duration::from_millis(1) >= *send && *t <= *send + Duration::from_millis(5)
+            })
             .collect();
-        assert_eq!(hits.len(), 1, "token {k}: expected one read within 5 ms of its send, got {}", hits.len());
+        assert_eq!(
+            hits.len(),
+            1,
+            "token {k}: expected one read within 5 ms of its send, got {}",
+            hits.len()
+        );
         let (t, bytes) = hits[0];
         let events = bytes.windows(6).filter(|w| w == b"data: ").count();
-        assert_eq!(events, 1, "token {k} coalesced with another event: {:?}", String::from_utf8_lossy(bytes));
+        assert_eq!(
+            events,
+            1,
+            "token {k} coalesced with another event: {:?}",
+            String::from_utf8_lossy(bytes)
+        );
         worst = worst.max(diff(*t, *send));
     }
-    println!("no coalescing: 11 events 50 ms apart, each its own read, worst send->read {:.3} ms", ms(worst));
+    println!(
+        "no coalescing: 11 events 50 ms apart, each its own read, worst send->read {:.3} ms",
+        ms(worst)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h2c_clients_stream_and_the_empty_final_data_frame_is_harmless() {
     let _g = serial().await;
-    let base = Profile { ttft_ms: 5.0, itl_ms: 1.0, output_tokens: 20, ..Profile::default() };
+    let base = Profile {
+        ttft_ms: 5.0,
+        itl_ms: 1.0,
+        output_tokens: 20,
+        ..Profile::default()
+    };
     let direct = sim(base.clone());
     let behind = sim(base);
     let tap = Tap::start(&format!("http://{}", behind.addr), "");
@@ -124,9 +198,15 @@ async fn h2c_clients_stream_and_the_empty_final_data_frame_is_harmless() {
     });
     for round in 0..3 {
         let body = chat(true, true);
-        let direct_resp = client::send(direct.addr, "POST", "/v1/chat/completions", &[("content-type", "application/json")], &body)
-            .await
-            .unwrap();
+        let direct_resp = client::send(
+            direct.addr,
+            "POST",
+            "/v1/chat/completions",
+            &[("content-type", "application/json")],
+            &body,
+        )
+        .await
+        .unwrap();
         let mut h2 = h2.clone().ready().await.unwrap();
         let req = http::Request::builder()
             .method("POST")
@@ -148,7 +228,10 @@ async fn h2c_clients_stream_and_the_empty_final_data_frame_is_harmless() {
             stream.flow_control().release_capacity(chunk.len()).unwrap();
             got.extend_from_slice(&chunk);
         }
-        assert_eq!(got, direct_resp.body, "round {round}: h2c body equals direct");
+        assert_eq!(
+            got, direct_resp.body,
+            "round {round}: h2c body equals direct"
+        );
     }
     let ok = tap.sample("tokentap_requests_total{boundary=\"engine\",model=\"sim-model\",operation=\"chat\",outcome=\"ok\",stream=\"true\",tap=\"t\"}");
     assert_eq!(ok, 3.0);
@@ -159,15 +242,71 @@ async fn admin_paths_are_served_on_the_admin_listener_only() {
     let _g = serial().await;
     let behind = sim(Profile::default());
     let tap = Tap::start(&format!("http://{}", behind.addr), "");
-    let on_tap = client::send(tap.addr, "GET", "/metrics", &[], b"").await.unwrap();
+    let on_tap = client::send(tap.addr, "GET", "/metrics", &[], b"")
+        .await
+        .unwrap();
     assert_eq!(on_tap.status, 404, "the simulator answered, not tokentap");
     assert!(String::from_utf8_lossy(&on_tap.body).contains("not found"));
     assert_eq!(on_tap.header("server"), Some(&b"tokentap-sim"[..]));
-    let metrics = client::send(tap.admin, "GET", "/metrics", &[], b"").await.unwrap();
+    let metrics = client::send(tap.admin, "GET", "/metrics", &[], b"")
+        .await
+        .unwrap();
     assert_eq!(metrics.status, 200);
     assert!(String::from_utf8_lossy(&metrics.body).contains("tokentap_build_info"));
-    assert_eq!(client::send(tap.admin, "GET", "/healthz", &[], b"").await.unwrap().status, 200);
-    assert_eq!(client::send(tap.admin, "GET", "/readyz", &[], b"").await.unwrap().status, 200);
-    let models = client::send(tap.addr, "GET", "/v1/models", &[], b"").await.unwrap();
+    assert_eq!(
+        client::send(tap.admin, "GET", "/healthz", &[], b"")
+            .await
+            .unwrap()
+            .status,
+        200
+    );
+    assert_eq!(
+        client::send(tap.admin, "GET", "/readyz", &[], b"")
+            .await
+            .unwrap()
+            .status,
+        200
+    );
+    let models = client::send(tap.addr, "GET", "/v1/models", &[], b"")
+        .await
+        .unwrap();
     assert!(String::from_utf8_lossy(&models.body).contains("sim-model"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn accept_encoding_identity_is_the_one_change_upstream_and_can_be_off() {
+    let _g = serial().await;
+    let behind = sim(Profile {
+        ttft_ms: 0.0,
+        itl_ms: 0.0,
+        output_tokens: 3,
+        ..Profile::default()
+    });
+    let on = Tap::start(&format!("http://{}", behind.addr), "");
+    let off = Tap::start(
+        &format!("http://{}", behind.addr),
+        "    accept_encoding_identity: false\n",
+    );
+    for (tap, id, want) in [(&on, "ae-on", "identity"), (&off, "ae-off", "gzip, br")] {
+        let h = [
+            ("accept-encoding", "gzip, br"),
+            ("x-request-id", id),
+            ("x-custom", "kept"),
+        ];
+        client::send(
+            tap.addr,
+            "POST",
+            "/v1/chat/completions",
+            &h,
+            &chat(true, false),
+        )
+        .await
+        .unwrap();
+        let truth = behind
+            .truth
+            .wait_for(id, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(truth.accept_encoding.as_deref(), Some(want), "{id}");
+    }
 }

@@ -1,8 +1,19 @@
 //! The one integration-test crate (each `tests/*.rs` file would be its own
 //! binary linking all of pingora). Modules by promise; helpers in `support`.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
 mod accuracy;
+mod config_cli;
+mod failures;
 mod forwarding;
+mod openai_client;
+mod scrape;
+mod sim_demo;
 mod support;
+mod tls;

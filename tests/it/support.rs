@@ -22,6 +22,11 @@ pub async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
     SERIAL.lock().await
 }
 
+/// The same, for tests without a runtime.
+pub fn serial_blocking() -> tokio::sync::MutexGuard<'static, ()> {
+    SERIAL.blocking_lock()
+}
+
 pub fn free_addr() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap()
@@ -44,13 +49,21 @@ pub struct Records(Mutex<Vec<(String, String, RequestRecord)>>);
 
 impl RecordSink for Records {
     fn record(&self, tap: &TapLabels, model: &str, record: &RequestRecord) {
-        self.0.lock().unwrap().push((tap.tap.to_string(), model.to_string(), record.clone()));
+        self.0
+            .lock()
+            .unwrap()
+            .push((tap.tap.to_string(), model.to_string(), record.clone()));
     }
 }
 
 impl Records {
     pub fn all(&self) -> Vec<RequestRecord> {
-        self.0.lock().unwrap().iter().map(|(_, _, r)| r.clone()).collect()
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, _, r)| r.clone())
+            .collect()
     }
 
     pub fn count(&self) -> usize {
@@ -61,7 +74,13 @@ impl Records {
     pub async fn wait(&self, id: &str) -> RequestRecord {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            if let Some(r) = self.0.lock().unwrap().iter().find(|(_, _, r)| r.request_id.as_deref() == Some(id)) {
+            if let Some(r) = self
+                .0
+                .lock()
+                .unwrap()
+                .iter()
+                .find(|(_, _, r)| r.request_id.as_deref() == Some(id))
+            {
                 return r.2.clone();
             }
             assert!(Instant::now() < deadline, "no record for {id}");
@@ -71,7 +90,12 @@ impl Records {
 
     /// Records with this id (to check a request is counted once).
     pub fn with_id(&self, id: &str) -> usize {
-        self.0.lock().unwrap().iter().filter(|(_, _, r)| r.request_id.as_deref() == Some(id)).count()
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, _, r)| r.request_id.as_deref() == Some(id))
+            .count()
     }
 }
 
@@ -102,7 +126,13 @@ impl EventObserver for Events {
 
 impl Events {
     pub fn of(&self, id: &str) -> Vec<SeenEvent> {
-        self.0.lock().unwrap().iter().filter(|e| e.request_id.as_deref() == Some(id)).cloned().collect()
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.request_id.as_deref() == Some(id))
+            .cloned()
+            .collect()
     }
 }
 
@@ -130,9 +160,20 @@ impl Tap {
             let config = Config::from_yaml(&yaml, base).unwrap();
             let records = Arc::new(Records::default());
             let events = Arc::new(Events::default());
-            let hooks = Hooks { observer: Some(events.clone()), records: vec![records.clone()] };
+            let hooks = Hooks {
+                observer: Some(events.clone()),
+                records: vec![records.clone()],
+            };
             match server::spawn(&config, hooks) {
-                Ok(server) => return Tap { addr, admin, server, records, events },
+                Ok(server) => {
+                    return Tap {
+                        addr,
+                        admin,
+                        server,
+                        records,
+                        events,
+                    }
+                }
                 Err(server::StartError::Listen { .. }) => continue, // a port got taken meanwhile
                 Err(e) => panic!("{e}"),
             }
@@ -148,7 +189,10 @@ impl Tap {
     pub fn sample(&self, name_and_labels: &str) -> f64 {
         self.scrape()
             .lines()
-            .find_map(|l| l.strip_prefix(name_and_labels).and_then(|rest| rest.trim().parse().ok()))
+            .find_map(|l| {
+                l.strip_prefix(name_and_labels)
+                    .and_then(|rest| rest.trim().parse().ok())
+            })
             .unwrap_or(0.0)
     }
 

@@ -29,7 +29,12 @@ struct Owned {
 }
 impl TokenSink for Collect {
     fn token_event(&mut self, ev: &TokenEvent<'_>) {
-        self.0.push(Owned { index: ev.index, at: ev.at, gap: ev.gap, tokens: ev.tokens });
+        self.0.push(Owned {
+            index: ev.index,
+            at: ev.at,
+            gap: ev.gap,
+            tokens: ev.tokens,
+        });
     }
 }
 
@@ -55,7 +60,11 @@ fn typical() -> Vec<(u64, String)> {
 fn run(pieces: &[(u64, String)], end_ms: u64, end: TransportEnd) -> (RequestRecord, Vec<Owned>) {
     let t0 = Instant::now();
     let mut m = Meter::new(t0, SystemTime::now(), LIMITS);
-    m.request_head("/v1/chat/completions", Some(b"req-1"), Some(REQ.len() as u64));
+    m.request_head(
+        "/v1/chat/completions",
+        Some(b"req-1"),
+        Some(REQ.len() as u64),
+    );
     m.request_body(REQ, true);
     m.response_head(t0 + ms(2), 200, Some(b"text/event-stream"), None, None);
     let mut sink = Collect::default();
@@ -73,8 +82,16 @@ fn typical_stream_follows_the_definitions() {
     let (r, events) = run(&typical(), 144, TransportEnd::Complete);
     assert_eq!(r.outcome, Outcome::Ok);
     assert_eq!(r.ttfb, Some(ms(2)));
-    assert_eq!(r.time_to_first_event, Some(ms(5)), "role-only counts as an event");
-    assert_eq!(r.ttft, Some(ms(100)), "role-only and keep-alive never count as tokens");
+    assert_eq!(
+        r.time_to_first_event,
+        Some(ms(5)),
+        "role-only counts as an event"
+    );
+    assert_eq!(
+        r.ttft,
+        Some(ms(100)),
+        "role-only and keep-alive never count as tokens"
+    );
     assert_eq!(r.ttft_visible, Some(ms(100)));
     assert_eq!(r.e2e, ms(144));
     assert_eq!(r.events, 7);
@@ -94,7 +111,10 @@ fn typical_stream_follows_the_definitions() {
     assert_eq!(r.request_id.as_deref(), Some("req-1"));
     let gaps: Vec<_> = events.iter().map(|e| e.gap).collect();
     assert_eq!(gaps, vec![None, Some(ms(20)), Some(ms(20))]);
-    assert_eq!(events.iter().map(|e| e.index).collect::<Vec<_>>(), vec![0, 1, 2]);
+    assert_eq!(
+        events.iter().map(|e| e.index).collect::<Vec<_>>(),
+        vec![0, 1, 2]
+    );
 }
 
 #[test]
@@ -110,7 +130,10 @@ fn without_usage_counts_events() {
 #[test]
 fn reasoning_is_a_token_but_not_visible() {
     let p = vec![
-        (10, "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"think\"}}]}\n\n".to_string()),
+        (
+            10,
+            "data: {\"choices\":[{\"delta\":{\"reasoning_content\":\"think\"}}]}\n\n".to_string(),
+        ),
         (30, chunk("answer")),
         (31, "data: [DONE]\n\n".to_string()),
     ];
@@ -124,16 +147,29 @@ fn continuous_usage_gives_tokens_per_event() {
     let ev = |c: &str, n: u64| {
         format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"{c}\"}}}}],\"usage\":{{\"prompt_tokens\":5,\"completion_tokens\":{n}}}}}\n\n")
     };
-    let p = vec![(10, ev("ab", 2)), (20, ev("c", 3)), (30, ev("def", 6)), (31, "data: [DONE]\n\n".into())];
+    let p = vec![
+        (10, ev("ab", 2)),
+        (20, ev("c", 3)),
+        (30, ev("def", 6)),
+        (31, "data: [DONE]\n\n".into()),
+    ];
     let (r, events) = run(&p, 32, TransportEnd::Complete);
-    assert_eq!(events.iter().map(|e| e.tokens).collect::<Vec<_>>(), vec![Some(2), Some(1), Some(3)]);
+    assert_eq!(
+        events.iter().map(|e| e.tokens).collect::<Vec<_>>(),
+        vec![Some(2), Some(1), Some(3)]
+    );
     assert_eq!(r.output_tokens, Some(6));
 }
 
 #[test]
 fn usage_only_on_the_last_token_event_is_not_per_event() {
     let last = "data: {\"choices\":[{\"delta\":{\"content\":\"z\"}}],\"usage\":{\"completion_tokens\":3}}\n\n";
-    let p = vec![(10, chunk("x")), (20, chunk("y")), (30, last.to_string()), (31, "data: [DONE]\n\n".into())];
+    let p = vec![
+        (10, chunk("x")),
+        (20, chunk("y")),
+        (30, last.to_string()),
+        (31, "data: [DONE]\n\n".into()),
+    ];
     let (_, events) = run(&p, 32, TransportEnd::Complete);
     assert!(events.iter().all(|e| e.tokens.is_none()));
 }
@@ -154,7 +190,11 @@ fn outcomes() {
     assert_eq!(r.error_type, Some(ErrorType::ConnectionReset));
 
     let (r, _) = run(&p, 130, TransportEnd::Complete);
-    assert_eq!(r.outcome, Outcome::UpstreamTruncated, "clean end without [DONE] or finish");
+    assert_eq!(
+        r.outcome,
+        Outcome::UpstreamTruncated,
+        "clean end without [DONE] or finish"
+    );
     assert_eq!(r.error_type, Some(ErrorType::MissingTerminator));
 
     let mut bad = typical();
@@ -165,7 +205,13 @@ fn outcomes() {
     assert_eq!(r.output_tokens, Some(3), "usage still read");
 
     let mut err = typical();
-    err.insert(3, (110, "data: {\"error\":{\"message\":\"overloaded\"}}\n\n".into()));
+    err.insert(
+        3,
+        (
+            110,
+            "data: {\"error\":{\"message\":\"overloaded\"}}\n\n".into(),
+        ),
+    );
     let (r, _) = run(&err, 144, TransportEnd::Complete);
     assert_eq!(r.outcome, Outcome::UpstreamError);
     assert_eq!(r.error_type, Some(ErrorType::StreamErrorEvent));
@@ -177,7 +223,10 @@ fn upstream_error_before_headers_and_http_errors() {
     let mut m = Meter::new(t0, SystemTime::now(), LIMITS);
     m.request_head("/v1/chat/completions", None, None);
     m.request_body(REQ, true);
-    let r = m.finish(t0 + ms(3), TransportEnd::Upstream(ErrorType::ConnectRefused));
+    let r = m.finish(
+        t0 + ms(3),
+        TransportEnd::Upstream(ErrorType::ConnectRefused),
+    );
     assert_eq!(r.outcome, Outcome::UpstreamError);
     assert_eq!(r.ttfb, None);
 
@@ -198,7 +247,13 @@ fn non_streaming_json_body() {
     let req = br#"{"model":"m","messages":[]}"#;
     m.request_head("/v1/chat/completions", None, Some(req.len() as u64));
     m.request_body(req, true);
-    m.response_head(t0 + ms(200), 200, Some(b"application/json"), None, Some(120));
+    m.response_head(
+        t0 + ms(200),
+        200,
+        Some(b"application/json"),
+        None,
+        Some(120),
+    );
     let body = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":5}}"#;
     let (a, b) = body.split_at(40);
     m.response_body(t0 + ms(200), a, &mut ());
@@ -217,7 +272,11 @@ fn non_streaming_json_body() {
 #[test]
 fn caps_mark_unmeasured_and_compression_is_not_decoded() {
     let big = format!("data: {}\n\n", "x".repeat(10_000));
-    let (r, _) = run(&[(10, big), (20, chunk("a")), (30, "data: [DONE]\n\n".into())], 31, TransportEnd::Complete);
+    let (r, _) = run(
+        &[(10, big), (20, chunk("a")), (30, "data: [DONE]\n\n".into())],
+        31,
+        TransportEnd::Complete,
+    );
     assert_eq!(r.outcome, Outcome::Unmeasured);
     assert_eq!(r.measure_error, Some(MeasureError::SseLineTooLong));
     assert_eq!(r.ttft, None);

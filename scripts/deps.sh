@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what building and testing tokentap needs and is missing:
+#   cmake      pingora's zlib-ng build (Debian/Ubuntu: apt)
+#   promtool   `promtool check metrics` in the tests (Debian/Ubuntu: package prometheus)
+#   .venv      the official `openai` Python client for the real-client test (pip)
+# Idempotent: does nothing when everything is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_packages=()
+command -v cmake >/dev/null 2>&1 || apt_packages+=(cmake)
+command -v promtool >/dev/null 2>&1 || apt_packages+=(prometheus)
+if [ "${#apt_packages[@]}" -gt 0 ]; then
+  if command -v apt-get >/dev/null 2>&1; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    echo "deps: installing ${apt_packages[*]} (apt)"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null
+    # The prometheus package starts a server; tokentap's tests only need promtool.
+    if [[ " ${apt_packages[*]} " == *" prometheus "* ]]; then
+      $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || $SUDO pkill -x prometheus >/dev/null 2>&1 || true
+    fi
+  else
+    echo "deps: please install: ${apt_packages[*]} (cmake for the build; promtool from Prometheus for the tests)" >&2
+    exit 1
+  fi
+fi
+
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import openai" >/dev/null 2>&1; then
+  echo "deps: creating .venv with the openai client"
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r tests/py/requirements.txt
+fi

@@ -1,0 +1,87 @@
+//! The official `openai` Python client streams and non-streams through a tap
+//! and sees exactly what it sees direct; tokentap counts what the client got.
+
+use crate::support::*;
+use std::path::PathBuf;
+use std::process::Command;
+use tokentap::record::Outcome;
+use tokentap::sim::Profile;
+
+/// The Python with `openai` installed: `TOKENTAP_PYTHON`, the Makefile's
+/// `.venv`, or `python3`.
+fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("TOKENTAP_PYTHON") {
+        return p.into();
+    }
+    let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    if venv.exists() {
+        venv
+    } else {
+        "python3".into()
+    }
+}
+
+fn run_client(base_url: &str) -> serde_json::Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/openai_client.py");
+    let out = Command::new(python())
+        .arg(&script)
+        .arg(base_url)
+        .output()
+        .expect("python");
+    assert!(
+        out.status.success(),
+        "openai client failed (install it with `make deps`):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_openai_python_client_sees_the_same_through_a_tap() {
+    let _g = serial().await;
+    let profile = Profile {
+        ttft_ms: 5.0,
+        itl_ms: 1.0,
+        ..Profile::default()
+    };
+    let direct = sim(profile.clone());
+    let behind = sim(profile);
+    let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    let (d, t) = {
+        let (da, ta) = (direct.addr, tap.addr);
+        tokio::task::spawn_blocking(move || {
+            (
+                run_client(&format!("http://{da}/v1")),
+                run_client(&format!("http://{ta}/v1")),
+            )
+        })
+        .await
+        .unwrap()
+    };
+    println!(
+        "openai {}: stream {} chunks, {:?}",
+        t["openai_version"], t["stream"]["chunks"], t["stream"]["usage"]
+    );
+    assert_eq!(d, t, "the client saw the same through the tap");
+    assert_eq!(t["stream"]["usage"]["completion_tokens"], 24);
+    assert_eq!(t["stream"]["finish"], "length");
+    assert!(t["stream"]["content"].as_str().unwrap().len() > 24);
+    // tokentap measured what the client received.
+    let recs = tap.records.all();
+    assert_eq!(recs.len(), 3);
+    assert!(recs.iter().all(|r| r.outcome == Outcome::Ok));
+    let streamed = recs
+        .iter()
+        .find(|r| r.stream && r.operation.as_str() == "chat")
+        .unwrap();
+    assert_eq!(streamed.output_tokens, Some(24));
+    assert_eq!(
+        streamed.input_tokens,
+        t["stream"]["usage"]["prompt_tokens"].as_u64()
+    );
+    let plain = recs.iter().find(|r| !r.stream).unwrap();
+    assert_eq!(
+        plain.output_tokens,
+        t["plain"]["usage"]["completion_tokens"].as_u64()
+    );
+}

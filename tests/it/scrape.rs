@@ -1,0 +1,168 @@
+//! The Prometheus scrape: `promtool check metrics` passes, label values stay
+//! bounded under hostile input, and `docs/metrics.md` documents exactly the
+//! canonical metric table.
+
+use crate::support::*;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use tokentap::client;
+use tokentap::sim::Profile;
+
+fn promtool_check(scrape: &str) -> String {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool not found: `make deps` installs it (Debian package prometheus)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(scrape.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promtool_accepts_a_scrape_with_every_kind_of_request() {
+    let _g = serial().await;
+    let behind = sim(Profile {
+        ttft_ms: 2.0,
+        itl_ms: 1.0,
+        output_tokens: 16,
+        ..Profile::default()
+    });
+    let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    let cont = serde_json::json!({"model": "m2", "stream": true, "stream_options": {"include_usage": true, "continuous_usage_stats": true}, "messages": []}).to_string();
+    let requests: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("/v1/chat/completions", chat(true, true), ""),
+        (
+            "/v1/chat/completions",
+            chat(true, false),
+            "tokens-per-event=2",
+        ),
+        ("/v1/chat/completions", chat(false, false), ""),
+        ("/v1/completions", chat(true, true), ""),
+        ("/v1/chat/completions", cont.into_bytes(), ""),
+        (
+            "/v1/chat/completions",
+            chat(true, true),
+            "reasoning-tokens=5",
+        ),
+        ("/v1/chat/completions", chat(true, true), "fault=status=503"),
+        (
+            "/v1/chat/completions",
+            chat(true, true),
+            "fault=malformed@1",
+        ),
+        ("/v1/chat/completions", chat(true, true), "fault=reset@2"),
+    ];
+    for (path, body, x_sim) in &requests {
+        let _ = client::send(tap.addr, "POST", path, &[("x-sim", x_sim)], body)
+            .await
+            .unwrap();
+    }
+    let _ = client::send(tap.addr, "GET", "/v1/models", &[], b"")
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let resp = client::send(tap.admin, "GET", "/metrics", &[], b"")
+        .await
+        .unwrap();
+    let scrape = String::from_utf8(resp.body).unwrap();
+    for def in tokentap::metrics::table::ALL {
+        assert!(
+            scrape.contains(&format!("# TYPE {} ", def.name)),
+            "{} missing from the scrape",
+            def.name
+        );
+    }
+    assert!(
+        scrape.contains("tokentap_tokens_per_event_bucket"),
+        "continuous usage gave per-event tokens"
+    );
+    let lint = promtool_check(&scrape);
+    println!(
+        "promtool check metrics: ok ({} bytes scraped) {lint}",
+        scrape.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_labels_stay_bounded_under_hostile_input() {
+    let _g = serial().await;
+    let behind = sim(Profile {
+        ttft_ms: 0.0,
+        itl_ms: 0.0,
+        output_tokens: 2,
+        ..Profile::default()
+    });
+    let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    let n = 300;
+    for i in 0..n {
+        let model = if i % 10 == 0 {
+            format!("evil\n{i}")
+        } else {
+            format!("model-{i}")
+        };
+        let body = serde_json::json!({"model": model, "stream": true, "messages": []}).to_string();
+        client::send(
+            tap.addr,
+            "POST",
+            "/v1/chat/completions",
+            &[],
+            body.as_bytes(),
+        )
+        .await
+        .unwrap();
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let scrape = tap.scrape();
+    let mut models: Vec<&str> = scrape
+        .lines()
+        .filter(|l| l.starts_with("tokentap_requests_total{"))
+        .filter_map(|l| l.split("model=\"").nth(1)?.split('"').next())
+        .collect();
+    models.sort_unstable();
+    models.dedup();
+    assert_eq!(models.len(), 51, "50 models + other");
+    assert!(models.contains(&"other"));
+    let overflow = tap.sample("tokentap_label_overflow_total{label=\"model\"}");
+    assert_eq!(
+        overflow,
+        (n - 50) as f64,
+        "every request that did not get its own value is counted"
+    );
+    promtool_check(&scrape);
+}
+
+#[test]
+fn docs_metrics_md_matches_the_metric_table() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/metrics.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    let (begin, end) = (
+        "<!-- BEGIN GENERATED: metric reference -->\n",
+        "<!-- END GENERATED -->",
+    );
+    let start = doc.find(begin).expect("begin marker") + begin.len();
+    let stop = doc.find(end).expect("end marker");
+    let generated = tokentap::metrics::table::render_markdown();
+    if std::env::var_os("TOKENTAP_BLESS").is_some() {
+        let updated = format!("{}{}{}", &doc[..start], generated, &doc[stop..]);
+        std::fs::write(&path, updated).unwrap();
+        return;
+    }
+    assert!(
+        doc[start..stop] == generated,
+        "docs/metrics.md is out of date with src/metrics/table.rs: run `TOKENTAP_BLESS=1 cargo test --test it docs_metrics` and review the diff"
+    );
+}
