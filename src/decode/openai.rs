@@ -91,12 +91,25 @@ pub struct EventSummary<'a> {
     pub kind: EventKind,
     /// Choices in this event that carry output (more than one when `n > 1`).
     pub token_choices: u32,
+    /// What the output was (several may be true in one event).
+    pub output: OutputKinds,
     /// Some choice carried visible output (anything but reasoning).
     pub visible: bool,
     pub finish: Option<FinishReason>,
     pub usage: Option<Usage>,
     /// The response `model`, as raw JSON (a quoted string) when present.
     pub model: Option<&'a RawValue>,
+}
+
+/// Which kinds of output an event carried.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OutputKinds {
+    /// `delta.content`, `message.content`, `delta.refusal` or completion `text`.
+    pub content: bool,
+    /// `reasoning_content` or `reasoning`.
+    pub reasoning: bool,
+    /// `tool_calls` entries or a legacy `function_call`.
+    pub tool_call: bool,
 }
 
 /// The event could not be read as JSON.
@@ -137,7 +150,8 @@ pub fn classify_json(data: &[u8]) -> Result<EventSummary<'_>, Malformed> {
     Ok(EventSummary {
         kind,
         token_choices: choices.token,
-        visible: choices.visible,
+        output: choices.output,
+        visible: choices.output.content || choices.output.tool_call,
         finish: choices.finish,
         usage,
         model: view.model,
@@ -148,6 +162,7 @@ fn summary<'a>(kind: EventKind) -> EventSummary<'a> {
     EventSummary {
         kind,
         token_choices: 0,
+        output: OutputKinds::default(),
         visible: false,
         finish: None,
         usage: None,
@@ -263,7 +278,7 @@ struct FunctionView<'a> {
 #[derive(Default)]
 struct ChoicesSummary {
     token: u32,
-    visible: bool,
+    output: OutputKinds,
     role: bool,
     finish: Option<FinishReason>,
 }
@@ -273,23 +288,22 @@ impl ChoicesSummary {
         if let Some(f) = c.finish_reason {
             self.finish = Some(FinishReason::from_raw(f));
         }
-        let text = is_output(c.text);
-        let (visible, reasoning, role) = match c.delta {
-            Some(d) => (
-                is_output(d.content)
-                    || is_output(d.refusal)
-                    || d.tool_calls.is_some_and(|n| n.0 > 0)
-                    || d.function_call.is_some(),
-                is_output(d.reasoning_content) || is_output(d.reasoning),
-                d.role.is_some(),
-            ),
-            None => (false, false, false),
+        let mut out = OutputKinds {
+            content: is_output(c.text),
+            ..OutputKinds::default()
         };
-        if text || visible || reasoning {
+        if let Some(d) = c.delta {
+            out.content |= is_output(d.content) || is_output(d.refusal);
+            out.reasoning = is_output(d.reasoning_content) || is_output(d.reasoning);
+            out.tool_call = d.tool_calls.is_some_and(|n| n.0 > 0) || d.function_call.is_some();
+            self.role |= d.role.is_some();
+        }
+        if out.content || out.reasoning || out.tool_call {
             self.token = self.token.saturating_add(1);
         }
-        self.visible |= text || visible;
-        self.role |= role;
+        self.output.content |= out.content;
+        self.output.reasoning |= out.reasoning;
+        self.output.tool_call |= out.tool_call;
     }
 }
 
@@ -429,7 +443,24 @@ mod tests {
         );
         assert_eq!(s.model.and_then(raw_str).as_deref(), Some("m-1"));
         let r = classify_json(br#"{"choices":[{"delta":{"reasoning_content":"x"}}]}"#);
-        assert_eq!(r.map(|s| s.visible), Ok(false));
+        assert_eq!(
+            r.map(|s| (s.visible, s.output.reasoning)),
+            Ok((false, true))
+        );
+        let t = classify_json(
+            br#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}"#,
+        );
+        assert_eq!(
+            t.map(|s| (s.visible, s.output)),
+            Ok((
+                true,
+                OutputKinds {
+                    content: false,
+                    reasoning: false,
+                    tool_call: true
+                }
+            ))
+        );
     }
 
     #[test]

@@ -183,6 +183,16 @@ impl TapSink {
         })
     }
 
+    /// Resolves the labels before the first response piece when the request
+    /// named its model, so the per-chunk path then takes no lock at all
+    /// (only requests without a model resolve at their first token event,
+    /// from the model the response names).
+    pub fn prepare(&mut self, requested_model: Option<&str>, operation: &str) {
+        if requested_model.is_some() {
+            self.resolve(requested_model, operation);
+        }
+    }
+
     /// The model label this request uses (resolving it now if no token
     /// event did), so every metric of a request carries the same one.
     pub fn model_label(&mut self, raw_model: Option<&str>, operation: &str) -> ModelLabel {

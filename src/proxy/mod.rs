@@ -118,6 +118,8 @@ impl ProxyHttp for TapProxy {
             return Ok(());
         }
         let now = Instant::now();
+        ctx.sink
+            .prepare(ctx.meter.requested_model(), ctx.meter.operation().as_str());
         let h = &resp.headers;
         ctx.meter.response_head(
             now,

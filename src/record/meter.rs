@@ -86,6 +86,9 @@ struct StreamState {
     prev_token: Option<Instant>,
     events: u32,
     token_events: u32,
+    reasoning_events: u32,
+    tool_call_events: u32,
+    comments: u32,
     choice_deltas: u64,
     gaps: GapStats,
     usage: Usage,
@@ -124,6 +127,9 @@ impl Meter {
                 prev_token: None,
                 events: 0,
                 token_events: 0,
+                reasoning_events: 0,
+                tool_call_events: 0,
+                comments: 0,
                 choice_deltas: 0,
                 gaps: GapStats::default(),
                 usage: Usage::default(),
@@ -351,6 +357,9 @@ impl Meter {
             e2e,
             events: self.stream.events,
             token_events: self.stream.token_events,
+            reasoning_events: self.stream.reasoning_events,
+            tool_call_events: self.stream.tool_call_events,
+            comments: self.stream.comments,
             gaps: self.stream.gaps,
             input_tokens: self.stream.usage.prompt_tokens,
             output_tokens,
@@ -375,7 +384,9 @@ impl StreamState {
     fn on_item(&mut self, ctx: &EventCtx<'_>, item: SseItem<'_>, sink: &mut dyn TokenSink) {
         let at = ctx.at;
         let SseItem::Event { event, data } = item else {
-            return; // comments (keep-alives) are never events nor tokens
+            // Comments (keep-alives) are never events nor tokens.
+            self.comments = self.comments.saturating_add(1);
+            return;
         };
         self.events = self.events.saturating_add(1);
         self.t_first_event.get_or_insert(at);
@@ -450,6 +461,12 @@ impl StreamState {
         }
         let index = self.token_events;
         self.token_events = self.token_events.saturating_add(1);
+        self.reasoning_events = self
+            .reasoning_events
+            .saturating_add(u32::from(s.output.reasoning));
+        self.tool_call_events = self
+            .tool_call_events
+            .saturating_add(u32::from(s.output.tool_call));
         self.choice_deltas = self
             .choice_deltas
             .saturating_add(u64::from(s.token_choices));

@@ -233,7 +233,13 @@ pub struct RequestRecord {
     pub e2e: Duration,
     /// SSE events (comments excluded).
     pub events: u32,
+    /// Events carrying output (content, reasoning or tool calls).
     pub token_events: u32,
+    /// Token events carrying reasoning / tool-call deltas (a subset).
+    pub reasoning_events: u32,
+    pub tool_call_events: u32,
+    /// SSE comments (`: keep-alive`), never events nor tokens.
+    pub comments: u32,
     pub gaps: GapStats,
     pub input_tokens: Option<u64>,
     pub output_tokens: Option<u64>,

@@ -36,10 +36,18 @@ impl SimState {
     }
 }
 
-/// Accepts connections forever.
+/// Accepts connections forever. Accept errors (out of file descriptors
+/// under a soak) pause briefly instead of stopping the simulator.
 pub async fn serve(listener: TcpListener, sim: Arc<SimState>) -> io::Result<()> {
     loop {
-        let (tcp, _) = listener.accept().await?;
+        let tcp = match listener.accept().await {
+            Ok((tcp, _)) => tcp,
+            Err(e) => {
+                tracing::warn!("simulator accept: {e}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
         let sim = sim.clone();
         tokio::spawn(async move {
             let _ = connection(sim, tcp).await;

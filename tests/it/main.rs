@@ -13,6 +13,7 @@ mod config_cli;
 mod failures;
 mod forwarding;
 mod openai_client;
+mod process;
 mod scrape;
 mod sim_demo;
 mod support;

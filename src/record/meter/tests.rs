@@ -96,6 +96,8 @@ fn typical_stream_follows_the_definitions() {
     assert_eq!(r.e2e, ms(144));
     assert_eq!(r.events, 7);
     assert_eq!(r.token_events, 3);
+    assert_eq!(r.comments, 1, "the keep-alive");
+    assert_eq!((r.reasoning_events, r.tool_call_events), (0, 0));
     assert_eq!(r.gaps.count, 2);
     assert_eq!(r.gaps.min, Some(ms(20)));
     assert_eq!(r.gaps.max, Some(ms(20)));
@@ -140,6 +142,7 @@ fn reasoning_is_a_token_but_not_visible() {
     let (r, _) = run(&p, 32, TransportEnd::Complete);
     assert_eq!(r.ttft, Some(ms(10)));
     assert_eq!(r.ttft_visible, Some(ms(30)));
+    assert_eq!(r.reasoning_events, 1);
 }
 
 #[test]

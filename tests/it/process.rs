@@ -1,0 +1,178 @@
+//! tokentap as a separate process, as users run it: memory stays bounded by
+//! the caps while a hostile upstream sends a 50 MiB line, and the demo stops
+//! on Ctrl-C.
+
+use crate::support::*;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tokentap::client;
+use tokentap::sim::Profile;
+
+fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `tokentap run` with one tap in front of `upstream`; returns when ready.
+async fn run_tokentap(
+    upstream: std::net::SocketAddr,
+    extra: &str,
+) -> (Proc, std::net::SocketAddr, std::net::SocketAddr) {
+    let (tap, admin) = (free_addr(), free_addr());
+    let yaml = format!(
+        "admin:\n  listen: {admin}\ntaps:\n  - name: p\n    boundary: engine\n    listen: {tap}\n    upstream: http://{upstream}\n{extra}"
+    );
+    let path = std::env::temp_dir().join(format!(
+        "tokentap-proc-{}-{}.yaml",
+        std::process::id(),
+        tap.port()
+    ));
+    std::fs::write(&path, yaml).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_tokentap"))
+        .args(["run", "-c"])
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let proc = Proc(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(r) = client::send(admin, "GET", "/readyz", &[], b"").await {
+            if r.status == 200 {
+                break;
+            }
+        }
+        assert!(Instant::now() < deadline, "tokentap did not become ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (proc, tap, admin)
+}
+
+/// Peak-RSS growth of a tokentap process while a 50 MiB SSE line passes.
+async fn growth_during_huge_line(extra: &str) -> (u64, Vec<u8>) {
+    let behind = sim(Profile {
+        ttft_ms: 0.0,
+        itl_ms: 0.0,
+        output_tokens: 50,
+        ..Profile::default()
+    });
+    let (proc, tap, admin) = run_tokentap(behind.addr, extra).await;
+    for _ in 0..20 {
+        client::send(tap, "POST", "/v1/chat/completions", &[], &chat(true, true))
+            .await
+            .unwrap();
+    }
+    let pid = proc.0.id();
+    let before = status_kib(pid, "VmHWM:");
+    let huge = 50 * 1024 * 1024;
+    let opts = format!("fault=huge-line:{huge}");
+    let r = client::send(
+        tap,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-sim", &opts)],
+        &chat(true, false),
+    )
+    .await
+    .unwrap();
+    assert!(r.complete && r.body.len() > huge, "every byte forwarded");
+    let after = status_kib(pid, "VmHWM:");
+    let scrape = client::send(admin, "GET", "/metrics", &[], b"")
+        .await
+        .unwrap()
+        .body;
+    (after.saturating_sub(before), scrape)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_stays_bounded_by_the_caps_while_a_50mib_line_passes() {
+    let _g = serial().await;
+    let (growth, scrape) = growth_during_huge_line("").await;
+    let scrape = String::from_utf8(scrape).unwrap();
+    assert!(scrape.contains("tokentap_measurement_errors_total{boundary=\"engine\",reason=\"sse_line_too_long\",tap=\"p\"} 1"));
+    // Negative control: with the line cap raised to 1 GiB the decoder keeps
+    // the whole line, and the same measurement must see it.
+    let (uncapped, _) =
+        growth_during_huge_line("    limits:\n      sse_line_bytes: 1073741824\n").await;
+    println!("peak RSS growth while 50 MiB passed: {growth} KiB with the 1 MiB line cap, {uncapped} KiB with the cap at 1 GiB");
+    assert!(growth < 16 * 1024, "capped: {growth} KiB");
+    assert!(
+        uncapped > 40 * 1024,
+        "the measurement sees buffering when there is some: {uncapped} KiB"
+    );
+}
+
+#[test]
+fn demo_stops_on_ctrl_c() {
+    let _g = serial_blocking();
+    let (listen, admin) = (free_addr(), free_addr());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tokentap"))
+        .args([
+            "demo",
+            "--interval",
+            "1",
+            "--listen",
+            &listen.to_string(),
+            "--admin",
+            &admin.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let _ = tx.send(line.unwrap_or_default());
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut lines = Vec::new();
+    while !lines.iter().any(|l: &String| l.contains(" ms ")) {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(l) => lines.push(l),
+            Err(_) => assert!(Instant::now() < deadline, "no table row: {lines:?}"),
+        }
+    }
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            child.kill().ok();
+            panic!("demo ignored Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    while let Ok(l) = rx.recv_timeout(Duration::from_millis(200)) {
+        lines.push(l);
+    }
+    assert!(status.success(), "{status:?}");
+    assert!(
+        lines.iter().any(|l| l.contains("demo stopped")),
+        "{lines:?}"
+    );
+}
