@@ -65,7 +65,7 @@ async fn run_tokentap(
 }
 
 /// Peak-RSS growth of a tokentap process while a 50 MiB SSE line passes.
-async fn growth_during_huge_line(extra: &str) -> (u64, Vec<u8>) {
+async fn growth_during_huge_line(extra: &str) -> (u64, String) {
     let behind = sim(Profile {
         ttft_ms: 0.0,
         itl_ms: 0.0,
@@ -93,10 +93,20 @@ async fn growth_during_huge_line(extra: &str) -> (u64, Vec<u8>) {
     .unwrap();
     assert!(r.complete && r.body.len() > huge, "every byte forwarded");
     let after = status_kib(pid, "VmHWM:");
-    let scrape = client::send(admin, "GET", "/metrics", &[], b"")
-        .await
-        .unwrap()
-        .body;
+    // The request is counted in `logging`, just after the client has the
+    // last byte: wait for it.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let scrape = loop {
+        let body = client::send(admin, "GET", "/metrics", &[], b"")
+            .await
+            .unwrap()
+            .body;
+        let scrape = String::from_utf8(body).unwrap();
+        if scrape.contains("outcome=\"unmeasured\"") || Instant::now() > deadline {
+            break scrape;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
     (after.saturating_sub(before), scrape)
 }
 
@@ -104,7 +114,6 @@ async fn growth_during_huge_line(extra: &str) -> (u64, Vec<u8>) {
 async fn memory_stays_bounded_by_the_caps_while_a_50mib_line_passes() {
     let _g = serial().await;
     let (growth, scrape) = growth_during_huge_line("").await;
-    let scrape = String::from_utf8(scrape).unwrap();
     assert!(scrape.contains("tokentap_measurement_errors_total{boundary=\"engine\",reason=\"sse_line_too_long\",tap=\"p\"} 1"));
     // Negative control: with the line cap raised to 1 GiB the decoder keeps
     // the whole line, and the same measurement must see it.
