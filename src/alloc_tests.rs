@@ -55,7 +55,7 @@ fn per_chunk_path_allocates_nothing() {
     let mut m = Meter::new(t0, SystemTime::now(), LIMITS);
     let req = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
     m.request_head("/v1/chat/completions", Some(b"r-1"), Some(req.len() as u64));
-    m.request_body(req, true);
+    assert_eq!(m.request_body(req, true), None);
     m.response_head(t0, 200, Some(b"text/event-stream"), None, None);
     let pieces = pieces();
     let mut at = t0;

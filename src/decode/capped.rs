@@ -67,6 +67,11 @@ impl CappedBuf {
     pub fn release(&mut self) {
         self.buf = Vec::new();
     }
+
+    /// Hands the copy over (to be parsed elsewhere), leaving the count.
+    pub fn take(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! per-chunk decoding.
 
 use super::tap::Tap;
+use crate::decode::request::{self, NotJson, RequestInfo};
 use crate::metrics::TapSink;
 use crate::record::Meter;
 use prometheus::IntGauge;
@@ -14,6 +15,8 @@ pub struct RequestCtx {
     pub sink: TapSink,
     /// Set once the record was emitted (guards against a second `logging`).
     pub finished: bool,
+    /// A large request body being parsed on the blocking pool.
+    pending_request: Option<tokio::task::JoinHandle<Result<RequestInfo, NotJson>>>,
     _in_flight: InFlight,
 }
 
@@ -38,7 +41,27 @@ impl RequestCtx {
                 tap.hooks.observer.clone(),
             ),
             finished: false,
+            pending_request: None,
             _in_flight: InFlight(tap.in_flight.clone()),
+        }
+    }
+
+    /// A piece of the request body. A large complete body is parsed on the
+    /// blocking pool, so the tap's thread keeps relaying other streams.
+    pub fn request_body(&mut self, piece: &[u8], end: bool) {
+        if let Some(body) = self.meter.request_body(piece, end) {
+            self.pending_request = Some(tokio::task::spawn_blocking(move || {
+                request::parse_request(&body)
+            }));
+        }
+    }
+
+    /// Takes the result of a request parse that ran elsewhere, if any (the
+    /// next async hook after the body: response headers, or the end).
+    pub async fn collect_request(&mut self) {
+        if let Some(handle) = self.pending_request.take() {
+            // A panic inside the parse counts as an unreadable body.
+            self.meter.set_request(handle.await.unwrap_or(Err(NotJson)));
         }
     }
 

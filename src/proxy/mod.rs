@@ -103,8 +103,7 @@ impl ProxyHttp for TapProxy {
         if end_of_stream && body.as_ref().is_some_and(Bytes::is_empty) {
             *body = None; // pingora #935: avoid a second `0\r\n\r\n` upstream
         }
-        ctx.meter
-            .request_body(body.as_deref().unwrap_or_default(), end_of_stream);
+        ctx.request_body(body.as_deref().unwrap_or_default(), end_of_stream);
         Ok(())
     }
 
@@ -118,6 +117,7 @@ impl ProxyHttp for TapProxy {
             return Ok(());
         }
         let now = Instant::now();
+        ctx.collect_request().await;
         ctx.sink
             .prepare(ctx.meter.requested_model(), ctx.meter.operation().as_str());
         let h = &resp.headers;
@@ -152,7 +152,9 @@ impl ProxyHttp for TapProxy {
         if std::mem::replace(&mut ctx.finished, true) {
             return;
         }
-        let record = ctx.meter.finish(Instant::now(), errors::classify(e));
+        let now = Instant::now();
+        ctx.collect_request().await;
+        let record = ctx.meter.finish(now, errors::classify(e));
         let model = ctx
             .sink
             .model_label(record.model(), record.operation.as_str());

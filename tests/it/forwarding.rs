@@ -310,3 +310,56 @@ async fn accept_encoding_identity_is_the_one_change_upstream_and_can_be_off() {
         assert_eq!(truth.accept_encoding.as_deref(), Some(want), "{id}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_prompt_is_forwarded_whole_and_read_off_the_forwarding_thread() {
+    let _g = serial().await;
+    let behind = sim(Profile {
+        ttft_ms: 5.0,
+        itl_ms: 1.0,
+        output_tokens: 8,
+        ..Profile::default()
+    });
+    let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    // 2 MiB of prompt: above the inline-parse threshold, below the copy cap.
+    let prompt = "lorem ipsum ".repeat(2 * 1024 * 1024 / 12);
+    let messages = serde_json::json!([{"role": "user", "content": prompt}]);
+    let body = serde_json::json!({
+        "model": "big-prompt", "stream": true, "stream_options": {"include_usage": true},
+        "messages": messages,
+    })
+    .to_string();
+    assert!(body.len() > tokentap::record::INLINE_PARSE_BYTES);
+    let h = [
+        ("content-type", "application/json"),
+        ("x-request-id", "big"),
+    ];
+    let r = client::send(
+        tap.addr,
+        "POST",
+        "/v1/chat/completions",
+        &h,
+        body.as_bytes(),
+    )
+    .await
+    .unwrap();
+    assert!(r.complete);
+    let truth = behind
+        .truth
+        .wait_for("big", Duration::from_secs(5))
+        .await
+        .unwrap();
+    // The simulator counts a prompt token per 4 bytes of `messages`.
+    let messages_len = messages.to_string().len();
+    assert_eq!(
+        truth.prompt_tokens as usize,
+        messages_len / 4,
+        "the simulator got the whole body"
+    );
+    let rec = tap.records.wait("big").await;
+    assert_eq!(rec.request.model.as_deref(), Some("big-prompt"));
+    assert_eq!(rec.request_body_bytes, body.len() as u64);
+    assert_eq!(rec.request.prompt_bytes, Some(messages_len as u64));
+    let series = "tokentap_requests_total{boundary=\"engine\",model=\"big-prompt\",operation=\"chat\",outcome=\"ok\",stream=\"true\",tap=\"t\"}";
+    assert_eq!(tap.sample(series), 1.0, "labelled with the parsed model");
+}

@@ -65,7 +65,7 @@ fn run(pieces: &[(u64, String)], end_ms: u64, end: TransportEnd) -> (RequestReco
         Some(b"req-1"),
         Some(REQ.len() as u64),
     );
-    m.request_body(REQ, true);
+    assert_eq!(m.request_body(REQ, true), None);
     m.response_head(t0 + ms(2), 200, Some(b"text/event-stream"), None, None);
     let mut sink = Collect::default();
     for (at, bytes) in pieces {
@@ -225,7 +225,7 @@ fn upstream_error_before_headers_and_http_errors() {
     let t0 = Instant::now();
     let mut m = Meter::new(t0, SystemTime::now(), LIMITS);
     m.request_head("/v1/chat/completions", None, None);
-    m.request_body(REQ, true);
+    assert_eq!(m.request_body(REQ, true), None);
     let r = m.finish(
         t0 + ms(3),
         TransportEnd::Upstream(ErrorType::ConnectRefused),
@@ -249,7 +249,7 @@ fn non_streaming_json_body() {
     let mut m = Meter::new(t0, SystemTime::now(), LIMITS);
     let req = br#"{"model":"m","messages":[]}"#;
     m.request_head("/v1/chat/completions", None, Some(req.len() as u64));
-    m.request_body(req, true);
+    assert_eq!(m.request_body(req, true), None);
     m.response_head(
         t0 + ms(200),
         200,
@@ -301,7 +301,7 @@ fn request_errors_do_not_unmeasure_the_response() {
     let t0 = Instant::now();
     let mut m = Meter::new(t0, SystemTime::now(), LIMITS);
     m.request_head("/v1/chat/completions", None, None);
-    m.request_body(b"not json", true);
+    assert_eq!(m.request_body(b"not json", true), None);
     m.response_head(t0, 200, Some(b"text/event-stream"), None, None);
     m.response_body(t0 + ms(5), chunk("a").as_bytes(), &mut ());
     m.response_body(t0 + ms(6), b"data: [DONE]\n\n", &mut ());
@@ -343,7 +343,7 @@ fn stream_bytes() -> Vec<u8> {
 fn feed_split(t0: Instant, bytes: &[u8], points: &[usize]) -> (RequestRecord, Vec<Owned>) {
     let mut m = Meter::new(t0, SystemTime::UNIX_EPOCH, LIMITS);
     m.request_head("/v1/chat/completions", None, None);
-    m.request_body(REQ, true);
+    assert_eq!(m.request_body(REQ, true), None);
     m.response_head(t0, 200, Some(b"text/event-stream"), None, None);
     let mut sink = Collect::default();
     let mut start = 0;
@@ -394,4 +394,32 @@ proptest! {
             prop_assert_eq!(s.tokens, f.tokens);
         }
     }
+}
+
+#[test]
+fn large_request_bodies_are_handed_back_for_parsing_elsewhere() {
+    let t0 = Instant::now();
+    let limits = MeterLimits {
+        request_body_bytes: 1 << 20,
+        ..LIMITS
+    };
+    let mut m = Meter::new(t0, SystemTime::now(), limits);
+    let big = format!(
+        r#"{{"model":"big","stream":true,"messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "x".repeat(crate::record::INLINE_PARSE_BYTES)
+    );
+    m.request_head("/v1/chat/completions", None, None);
+    let (a, b) = big.as_bytes().split_at(1000);
+    assert_eq!(m.request_body(a, false), None);
+    let body = m.request_body(b, true).expect("handed back");
+    assert_eq!(body, big.as_bytes());
+    assert_eq!(m.requested_model(), None, "not parsed yet");
+    m.set_request(crate::decode::request::parse_request(&body));
+    assert_eq!(m.requested_model(), Some("big"));
+    let r = m.finish(t0, TransportEnd::ClientGone);
+    assert_eq!(r.request_body_bytes, big.len() as u64);
+    assert!(r
+        .request
+        .prompt_bytes
+        .is_some_and(|n| n > crate::record::INLINE_PARSE_BYTES as u64));
 }
