@@ -112,6 +112,15 @@ fn ms(v: f64) -> Duration {
 }
 
 impl Builder {
+    fn done(self, prompt_tokens: u32, completion_tokens: u32, closes: bool) -> Script {
+        Script {
+            steps: self.steps,
+            prompt_tokens,
+            completion_tokens,
+            closes,
+        }
+    }
+
     fn eol(&mut self) -> &'static str {
         match self.line_ending {
             LineEnding::Lf => "\n",
@@ -216,12 +225,7 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
         );
         bytes.extend_from_slice(body.as_bytes());
         b.raw(t_head, bytes, Some(Mark::Body), 0);
-        return Script {
-            steps: b.steps,
-            prompt_tokens,
-            completion_tokens: 0,
-            closes: false,
-        };
+        return b.done(prompt_tokens, 0, false);
     }
 
     // Token event times: first at TTFT (never before the headers), then gaps.
@@ -322,12 +326,7 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
                 }
             }
         }
-        return Script {
-            steps: b.steps,
-            prompt_tokens,
-            completion_tokens: n_tokens,
-            closes: false,
-        };
+        return b.done(prompt_tokens, n_tokens, false);
     }
 
     let headers = [
@@ -371,12 +370,7 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
             left -= take;
         }
         b.raw(t_head, b"0\r\n\r\n".to_vec(), Some(Mark::End), 0);
-        return Script {
-            steps: b.steps,
-            prompt_tokens,
-            completion_tokens: 0,
-            closes: false,
-        };
+        return b.done(prompt_tokens, 0, false);
     }
     if p.keepalive_ms > 0.0 {
         let every = ms(p.keepalive_ms);
@@ -401,12 +395,7 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
                     mark: Some(Mark::Reset),
                     tokens: 0,
                 });
-                return Script {
-                    steps: b.steps,
-                    prompt_tokens,
-                    completion_tokens: sent,
-                    closes: true,
-                };
+                return b.done(prompt_tokens, sent, true);
             }
             Fault::Close(k) if k == i => {
                 b.steps.push(Step {
@@ -415,33 +404,18 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
                     mark: Some(Mark::Close),
                     tokens: 0,
                 });
-                return Script {
-                    steps: b.steps,
-                    prompt_tokens,
-                    completion_tokens: sent,
-                    closes: true,
-                };
+                return b.done(prompt_tokens, sent, true);
             }
             Fault::Eof(k) if k == i => {
                 b.raw(at, b"0\r\n\r\n".to_vec(), Some(Mark::End), 0);
-                return Script {
-                    steps: b.steps,
-                    prompt_tokens,
-                    completion_tokens: sent,
-                    closes: false,
-                };
+                return b.done(prompt_tokens, sent, false);
             }
             Fault::Error(k) if k == i => {
                 let err = json!({"error": {"message": "simulated in-stream error", "type": "server_error"}}).to_string();
                 b.event(at, &err, Mark::Error, 0);
                 b.event(at, "[DONE]", Mark::Done, 0);
                 b.raw(at, b"0\r\n\r\n".to_vec(), Some(Mark::End), 0);
-                return Script {
-                    steps: b.steps,
-                    prompt_tokens,
-                    completion_tokens: sent,
-                    closes: false,
-                };
+                return b.done(prompt_tokens, sent, false);
             }
             Fault::Malformed(k) if k == i => {
                 b.event(
@@ -480,12 +454,7 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
     }
     b.event(t_last, "[DONE]", Mark::Done, 0);
     b.raw(t_last, b"0\r\n\r\n".to_vec(), Some(Mark::End), 0);
-    Script {
-        steps: b.steps,
-        prompt_tokens,
-        completion_tokens: sent,
-        closes: false,
-    }
+    b.done(prompt_tokens, sent, false)
 }
 
 #[cfg(test)]

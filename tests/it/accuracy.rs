@@ -69,15 +69,7 @@ async fn measure_once(attempt: u64) -> Timing {
                 ("x-request-id", id.as_str()),
                 ("x-sim", opts.as_str()),
             ];
-            let resp = client::send(
-                tap.addr,
-                "POST",
-                "/v1/chat/completions",
-                &headers,
-                &chat(true, *usage),
-            )
-            .await
-            .unwrap();
+            let resp = post(tap.addr, &headers, &chat(true, *usage)).await;
             assert!(resp.complete);
             let truth = behind
                 .truth

@@ -202,12 +202,8 @@ async fn upstream_failures_reach_the_client_as_they_would_direct() {
             ("x-sim", opts.as_str()),
         ];
         let body = chat(true, true);
-        let a = client::send(direct.addr, "POST", "/v1/chat/completions", &headers, &body)
-            .await
-            .unwrap();
-        let b = client::send(tap.addr, "POST", "/v1/chat/completions", &headers, &body)
-            .await
-            .unwrap();
+        let a = post(direct.addr, &headers, &body).await;
+        let b = post(tap.addr, &headers, &body).await;
         assert_eq!(a.status, b.status, "{id}");
         assert_eq!(b.complete, c.complete, "{id}: the client sees the same end");
         assert_eq!(a.complete, b.complete, "{id}");
@@ -239,15 +235,7 @@ async fn upstream_failures_reach_the_client_as_they_would_direct() {
         assert!(scrape.contains(&line), "missing {line}");
     }
     // Later requests on the same tap are unaffected.
-    let ok = client::send(
-        tap.addr,
-        "POST",
-        "/v1/chat/completions",
-        &[("x-request-id", "uf-after")],
-        &chat(true, true),
-    )
-    .await
-    .unwrap();
+    let ok = post(tap.addr, &[("x-request-id", "uf-after")], &chat(true, true)).await;
     assert!(ok.complete);
     assert_eq!(tap.records.wait("uf-after").await.outcome, Outcome::Ok);
     in_flight_drains(&tap).await;
@@ -258,15 +246,7 @@ async fn connection_refused_is_a_502_and_an_upstream_error() {
     let _g = serial().await;
     let nobody = free_addr();
     let tap = Tap::start(&format!("http://{nobody}"), "");
-    let r = client::send(
-        tap.addr,
-        "POST",
-        "/v1/chat/completions",
-        &[("x-request-id", "refused")],
-        &chat(true, false),
-    )
-    .await
-    .unwrap();
+    let r = post(tap.addr, &[("x-request-id", "refused")], &chat(true, false)).await;
     assert_eq!(r.status, 502);
     let rec = tap.records.wait("refused").await;
     assert_eq!(rec.outcome, Outcome::UpstreamError);
@@ -291,15 +271,7 @@ async fn a_small_line_cap_stops_decoding_not_forwarding() {
         ("x-request-id", "cap"),
         ("x-sim", "fault=huge-line:1000000"),
     ];
-    let r = client::send(
-        tap.addr,
-        "POST",
-        "/v1/chat/completions",
-        &headers,
-        &chat(true, false),
-    )
-    .await
-    .unwrap();
+    let r = post(tap.addr, &headers, &chat(true, false)).await;
     assert!(r.complete);
     assert!(r.body.len() > 1_000_000, "all bytes forwarded");
     let rec = tap.records.wait("cap").await;
@@ -324,15 +296,7 @@ async fn first_byte_and_idle_timeouts_are_distinct() {
         ("x-request-id", "slow-headers"),
         ("x-sim", "header-delay-ms=700"),
     ];
-    let r = client::send(
-        tap.addr,
-        "POST",
-        "/v1/chat/completions",
-        &h,
-        &chat(true, false),
-    )
-    .await
-    .unwrap();
+    let r = post(tap.addr, &h, &chat(true, false)).await;
     assert!(r.complete);
     assert_eq!(tap.records.wait("slow-headers").await.outcome, Outcome::Ok);
 
@@ -342,15 +306,7 @@ async fn first_byte_and_idle_timeouts_are_distinct() {
         ("x-sim", "header-delay-ms=1500"),
     ];
     let start = Instant::now();
-    let r = client::send(
-        tap.addr,
-        "POST",
-        "/v1/chat/completions",
-        &h,
-        &chat(true, false),
-    )
-    .await
-    .unwrap();
+    let r = post(tap.addr, &h, &chat(true, false)).await;
     assert_eq!(r.status, 502);
     let rec = tap.records.wait("no-headers").await;
     assert_eq!(
@@ -366,15 +322,7 @@ async fn first_byte_and_idle_timeouts_are_distinct() {
 
     // A 1 s stall after 3 tokens: cut at the idle timeout, truncated.
     let h = [("x-request-id", "stall"), ("x-sim", "fault=stall@3:1000")];
-    let r = client::send(
-        tap.addr,
-        "POST",
-        "/v1/chat/completions",
-        &h,
-        &chat(true, false),
-    )
-    .await
-    .unwrap();
+    let r = post(tap.addr, &h, &chat(true, false)).await;
     assert!(!r.complete, "the client sees a truncated stream");
     let rec = tap.records.wait("stall").await;
     assert_eq!(

@@ -198,15 +198,7 @@ async fn h2c_clients_stream_and_the_empty_final_data_frame_is_harmless() {
     });
     for round in 0..3 {
         let body = chat(true, true);
-        let direct_resp = client::send(
-            direct.addr,
-            "POST",
-            "/v1/chat/completions",
-            &[("content-type", "application/json")],
-            &body,
-        )
-        .await
-        .unwrap();
+        let direct_resp = post(direct.addr, &[("content-type", "application/json")], &body).await;
         let mut h2 = h2.clone().ready().await.unwrap();
         let req = http::Request::builder()
             .method("POST")
@@ -293,15 +285,7 @@ async fn accept_encoding_identity_is_the_one_change_upstream_and_can_be_off() {
             ("x-request-id", id),
             ("x-custom", "kept"),
         ];
-        client::send(
-            tap.addr,
-            "POST",
-            "/v1/chat/completions",
-            &h,
-            &chat(true, false),
-        )
-        .await
-        .unwrap();
+        post(tap.addr, &h, &chat(true, false)).await;
         let truth = behind
             .truth
             .wait_for(id, Duration::from_secs(5))
@@ -334,15 +318,7 @@ async fn a_large_prompt_is_forwarded_whole_and_read_off_the_forwarding_thread() 
         ("content-type", "application/json"),
         ("x-request-id", "big"),
     ];
-    let r = client::send(
-        tap.addr,
-        "POST",
-        "/v1/chat/completions",
-        &h,
-        body.as_bytes(),
-    )
-    .await
-    .unwrap();
+    let r = post(tap.addr, &h, body.as_bytes()).await;
     assert!(r.complete);
     let truth = behind
         .truth

@@ -74,23 +74,13 @@ async fn growth_during_huge_line(extra: &str) -> (u64, String) {
     });
     let (proc, tap, admin) = run_tokentap(behind.addr, extra).await;
     for _ in 0..20 {
-        client::send(tap, "POST", "/v1/chat/completions", &[], &chat(true, true))
-            .await
-            .unwrap();
+        post(tap, &[], &chat(true, true)).await;
     }
     let pid = proc.0.id();
     let before = status_kib(pid, "VmHWM:");
     let huge = 50 * 1024 * 1024;
     let opts = format!("fault=huge-line:{huge}");
-    let r = client::send(
-        tap,
-        "POST",
-        "/v1/chat/completions",
-        &[("x-sim", &opts)],
-        &chat(true, false),
-    )
-    .await
-    .unwrap();
+    let r = post(tap, &[("x-sim", &opts)], &chat(true, false)).await;
     assert!(r.complete && r.body.len() > huge, "every byte forwarded");
     let after = status_kib(pid, "VmHWM:");
     // The request is counted in `logging`, just after the client has the

@@ -115,15 +115,7 @@ async fn model_labels_stay_bounded_under_hostile_input() {
             format!("model-{i}")
         };
         let body = serde_json::json!({"model": model, "stream": true, "messages": []}).to_string();
-        client::send(
-            tap.addr,
-            "POST",
-            "/v1/chat/completions",
-            &[],
-            body.as_bytes(),
-        )
-        .await
-        .unwrap();
+        post(tap.addr, &[], body.as_bytes()).await;
     }
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     let scrape = tap.scrape();

@@ -3,7 +3,6 @@
 use crate::support::*;
 use std::process::Command;
 use std::time::Duration;
-use tokentap::client;
 use tokentap::sim::{Profile, SimArgs, Simulator};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -25,15 +24,7 @@ async fn simulator_writes_one_ground_truth_line_per_request() {
     })
     .unwrap();
     for id in ["gt-1", "gt-2"] {
-        client::send(
-            s.addr,
-            "POST",
-            "/v1/chat/completions",
-            &[("x-request-id", id)],
-            &chat(true, true),
-        )
-        .await
-        .unwrap();
+        post(s.addr, &[("x-request-id", id)], &chat(true, true)).await;
         s.truth.wait_for(id, Duration::from_secs(5)).await.unwrap();
     }
     let text = std::fs::read_to_string(&file).unwrap();

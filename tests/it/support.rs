@@ -201,6 +201,17 @@ impl Tap {
     }
 }
 
+/// POSTs to `/v1/chat/completions`.
+pub async fn post(
+    addr: SocketAddr,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> tokentap::client::Response {
+    tokentap::client::send(addr, "POST", "/v1/chat/completions", headers, body)
+        .await
+        .unwrap()
+}
+
 /// A chat request body.
 pub fn chat(stream: bool, usage: bool) -> Vec<u8> {
     serde_json::json!({

@@ -5,7 +5,6 @@ use crate::support::*;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokentap::client;
 use tokentap::record::{ErrorType, Outcome};
 use tokentap::sim::{Profile, SimArgs, Simulator};
 
@@ -62,24 +61,8 @@ async fn https_upstream_with_configured_ca_streams_byte_exact() {
             ("content-type", "application/json"),
             ("x-request-id", id.as_str()),
         ];
-        let direct = client::send(
-            plain.addr,
-            "POST",
-            "/v1/chat/completions",
-            &h,
-            &chat(true, true),
-        )
-        .await
-        .unwrap();
-        let via = client::send(
-            tap.addr,
-            "POST",
-            "/v1/chat/completions",
-            &h,
-            &chat(true, true),
-        )
-        .await
-        .unwrap();
+        let direct = post(plain.addr, &h, &chat(true, true)).await;
+        let via = post(tap.addr, &h, &chat(true, true)).await;
         assert_eq!(via.status, 200);
         assert!(via.complete);
         assert_eq!(via.body, direct.body, "{id}: byte-exact over TLS");
@@ -101,15 +84,12 @@ async fn https_upstream_with_configured_ca_streams_byte_exact() {
 
     // Without the CA (system roots only) the self-signed chain is refused.
     let strict = Tap::start_with(&upstream, "", &dir);
-    let r = client::send(
+    let r = post(
         strict.addr,
-        "POST",
-        "/v1/chat/completions",
         &[("x-request-id", "tls-untrusted")],
         &chat(true, false),
     )
-    .await
-    .unwrap();
+    .await;
     assert_eq!(r.status, 502);
     let rec = strict.records.wait("tls-untrusted").await;
     assert_eq!(
@@ -120,15 +100,7 @@ async fn https_upstream_with_configured_ca_streams_byte_exact() {
 
     // Verification can be switched off explicitly.
     let lax = Tap::start_with(&upstream, "    tls:\n      verify: false\n", &dir);
-    let r = client::send(
-        lax.addr,
-        "POST",
-        "/v1/chat/completions",
-        &[("x-request-id", "tls-lax")],
-        &chat(true, false),
-    )
-    .await
-    .unwrap();
+    let r = post(lax.addr, &[("x-request-id", "tls-lax")], &chat(true, false)).await;
     assert_eq!(r.status, 200);
     std::fs::remove_dir_all(dir).ok();
 }
