@@ -2,15 +2,18 @@
 //! metrics sink, and the in-flight guard. Also the fail-open wrapper around
 //! per-chunk decoding.
 
-use super::tap::Tap;
+use super::tap::{Tap, TapSettings};
 use crate::decode::request::{self, NotJson, RequestInfo};
 use crate::metrics::TapSink;
 use crate::record::Meter;
 use prometheus::IntGauge;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 pub struct RequestCtx {
+    /// The tap's settings as they were when the request arrived.
+    pub settings: Arc<TapSettings>,
     pub meter: Meter,
     pub sink: TapSink,
     /// Set once the record was emitted (guards against a second `logging`).
@@ -33,8 +36,10 @@ impl Drop for InFlight {
 impl RequestCtx {
     pub fn new(tap: &Tap, now: Instant) -> Self {
         tap.in_flight.inc();
+        let settings = tap.settings();
         RequestCtx {
-            meter: Meter::new(now, SystemTime::now(), tap.config.limits),
+            meter: Meter::new(now, SystemTime::now(), settings.config.limits),
+            settings,
             sink: TapSink::new(
                 tap.metrics.clone(),
                 tap.labels.clone(),

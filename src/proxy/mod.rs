@@ -19,7 +19,7 @@ mod tap;
 pub mod upstream_io;
 
 pub use ctx::RequestCtx;
-pub use tap::Tap;
+pub use tap::{Tap, TapSettings};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -76,18 +76,18 @@ impl ProxyHttp for TapProxy {
     async fn upstream_peer(
         &self,
         _session: &mut Session,
-        _ctx: &mut RequestCtx,
+        ctx: &mut RequestCtx,
     ) -> Result<Box<HttpPeer>> {
-        Ok(Box::new(self.tap.peer()))
+        Ok(Box::new(ctx.settings.peer()))
     }
 
     async fn upstream_request_filter(
         &self,
         _session: &mut Session,
         upstream_request: &mut RequestHeader,
-        _ctx: &mut RequestCtx,
+        ctx: &mut RequestCtx,
     ) -> Result<()> {
-        if self.tap.config.accept_encoding_identity {
+        if ctx.settings.config.accept_encoding_identity {
             upstream_request.insert_header(http::header::ACCEPT_ENCODING, "identity")?;
         }
         Ok(())

@@ -1,11 +1,14 @@
-//! One tap's shared state: its validated config, labels, metric handles, the
-//! listeners it reports to, and the upstream peer template every request
-//! clones. Built once at start; read-only afterwards.
+//! One tap's shared state: labels, metric handles, the listeners it reports
+//! to, and its settings (validated config + the upstream peer template).
+//! Settings sit behind an `ArcSwap`: every request takes one snapshot in
+//! `new_ctx` and uses it to the end, so replacing the settings (hot reload)
+//! never changes a request mid-flight.
 
 use super::upstream_io::TimedConnector;
 use crate::config::TapConfig;
 use crate::metrics::{Metrics, TapLabels};
 use crate::observe::Hooks;
+use arc_swap::ArcSwap;
 use pingora::upstreams::peer::HttpPeer;
 use pingora::utils::tls::{parse_x509, WrappedX509};
 use prometheus::IntGauge;
@@ -15,13 +18,31 @@ use std::time::Duration;
 /// How long an idle pooled upstream connection is kept.
 const UPSTREAM_POOL_IDLE: Duration = Duration::from_secs(60);
 
-pub struct Tap {
+/// What a request reads from its tap's configuration, swapped as a whole.
+pub struct TapSettings {
     pub config: TapConfig,
+    peer: HttpPeer,
+}
+
+impl TapSettings {
+    pub fn new(config: TapConfig) -> Self {
+        let peer = peer_template(&config);
+        TapSettings { config, peer }
+    }
+
+    /// The upstream peer for one request.
+    pub fn peer(&self) -> HttpPeer {
+        self.peer.clone()
+    }
+}
+
+pub struct Tap {
+    settings: ArcSwap<TapSettings>,
+    /// Name and boundary: fixed for the life of the tap.
     pub labels: TapLabels,
     pub metrics: Arc<Metrics>,
     pub in_flight: IntGauge,
     pub hooks: Hooks,
-    peer: HttpPeer,
 }
 
 impl Tap {
@@ -31,20 +52,25 @@ impl Tap {
             boundary: config.boundary.as_str(),
         };
         let in_flight = metrics.in_flight(&labels);
-        let peer = peer_template(&config);
         Tap {
-            config,
+            settings: ArcSwap::from_pointee(TapSettings::new(config)),
             labels,
             metrics,
             in_flight,
             hooks,
-            peer,
         }
     }
 
-    /// The upstream peer for one request.
-    pub fn peer(&self) -> HttpPeer {
-        self.peer.clone()
+    /// The current settings (one snapshot per request).
+    pub fn settings(&self) -> Arc<TapSettings> {
+        self.settings.load_full()
+    }
+
+    /// Replaces the settings for requests that start from now on. The
+    /// caller keeps name, boundary and listen address unchanged (those need
+    /// a restart).
+    pub fn replace(&self, config: TapConfig) {
+        self.settings.store(Arc::new(TapSettings::new(config)));
     }
 }
 
@@ -72,4 +98,33 @@ fn peer_template(cfg: &TapConfig) -> HttpPeer {
         }
     }
     p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn tap_config(idle: &str) -> TapConfig {
+        let yaml = format!(
+            "taps:\n  - name: t\n    boundary: engine\n    listen: 127.0.0.1:1\n    upstream: http://127.0.0.1:2\n    timeouts:\n      idle_seconds: {idle}\n"
+        );
+        Config::from_yaml(&yaml, std::path::Path::new("."))
+            .unwrap()
+            .taps
+            .remove(0)
+    }
+
+    #[test]
+    fn a_request_keeps_the_settings_it_started_with() {
+        let tap = Tap::new(
+            tap_config("30"),
+            Arc::new(Metrics::new(5).unwrap()),
+            Hooks::default(),
+        );
+        let before = tap.settings();
+        tap.replace(tap_config("60"));
+        assert_eq!(before.config.timeouts.idle, Duration::from_secs(30));
+        assert_eq!(tap.settings().config.timeouts.idle, Duration::from_secs(60));
+    }
 }
