@@ -2,6 +2,7 @@
 # Installs what building and testing tokentap needs and is missing:
 #   cmake      pingora's zlib-ng build (Debian/Ubuntu: apt)
 #   promtool   `promtool check metrics` in the tests (Debian/Ubuntu: package prometheus)
+#   nginx      a real gateway hop between two taps in the attribution tests
 #   .venv      the official `openai` Python client for the real-client test (pip)
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
@@ -10,6 +11,7 @@ cd "$(dirname "$0")/.."
 apt_packages=()
 command -v cmake >/dev/null 2>&1 || apt_packages+=(cmake)
 command -v promtool >/dev/null 2>&1 || apt_packages+=(prometheus)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_packages+=(nginx-light)
 if [ "${#apt_packages[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
     SUDO=""
@@ -17,12 +19,14 @@ if [ "${#apt_packages[@]}" -gt 0 ]; then
     echo "deps: installing ${apt_packages[*]} (apt)"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null
-    # The prometheus package starts a server; tokentap's tests only need promtool.
-    if [[ " ${apt_packages[*]} " == *" prometheus "* ]]; then
-      $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || $SUDO pkill -x prometheus >/dev/null 2>&1 || true
-    fi
+    # The packages start servers; the tests start their own.
+    for svc in prometheus nginx; do
+      if [[ " ${apt_packages[*]} " == *" ${svc}"* ]]; then
+        $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || $SUDO pkill -x "$svc" >/dev/null 2>&1 || true
+      fi
+    done
   else
-    echo "deps: please install: ${apt_packages[*]} (cmake for the build; promtool from Prometheus for the tests)" >&2
+    echo "deps: please install: ${apt_packages[*]} (cmake for the build; promtool from Prometheus and nginx for the tests)" >&2
     exit 1
   fi
 fi

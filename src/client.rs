@@ -91,7 +91,8 @@ pub async fn send(
     send_with(addr, method, path, headers, body, |_| Flow::Continue).await
 }
 
-/// Like `send`, calling `on_read` with the body so far after every read.
+/// Like `send`, calling `on_read` with the response so far after every read
+/// (the one that completes the body included).
 pub async fn send_with<F>(
     addr: SocketAddr,
     method: &str,
@@ -174,11 +175,9 @@ where
             }
             None => false,
         };
-        if done {
-            r.complete = true;
-            return Ok(r);
-        }
-        if on_read(&r) == Flow::Stop {
+        r.complete = done;
+        // Every read is reported, the last one included.
+        if on_read(&r) == Flow::Stop || done {
             return Ok(r);
         }
     }

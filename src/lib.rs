@@ -12,6 +12,7 @@ pub mod admin;
 pub mod cli;
 pub mod client;
 pub mod config;
+pub mod correlate;
 pub mod decode;
 pub mod demo;
 pub mod metrics;
@@ -20,6 +21,7 @@ pub mod proxy;
 pub mod record;
 pub mod server;
 pub mod sim;
+pub mod trace;
 
 #[cfg(test)]
 mod alloc_tests;

@@ -3,6 +3,7 @@
 //! OTLP and the correlator. Both are called inline, so implementations must
 //! be cheap and must never block.
 
+use crate::correlate::AttributionSink;
 use crate::metrics::TapLabels;
 use crate::record::{RequestRecord, TokenEvent};
 use std::sync::Arc;
@@ -22,4 +23,6 @@ pub trait EventObserver: Send + Sync {
 pub struct Hooks {
     pub observer: Option<Arc<dyn EventObserver>>,
     pub records: Vec<Arc<dyn RecordSink>>,
+    /// Receive the correlator's conclusions (besides the metrics).
+    pub attributions: Vec<Arc<dyn AttributionSink>>,
 }

@@ -11,6 +11,8 @@
 
 use crate::admin::{AdminApp, Readiness};
 use crate::config::Config;
+use crate::correlate::{AttributionSink, Correlator};
+use crate::metrics::attribution::CorrelationMetrics;
 use crate::metrics::Metrics;
 use crate::observe::Hooks;
 use crate::proxy::{Tap, TapProxy};
@@ -67,6 +69,17 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
     check_listeners(config)?;
     let metrics = Arc::new(Metrics::new(config.max_models)?);
     let ready = Readiness::default();
+    let correlator = match config.correlation {
+        None => None,
+        Some(cfg) => {
+            let mut sinks: Vec<Arc<dyn AttributionSink>> =
+                vec![Arc::new(CorrelationMetrics::new(metrics.prom.clone()))];
+            sinks.extend(hooks.attributions.iter().cloned());
+            let c = Correlator::new(cfg, sinks);
+            c.start_sweeper().map_err(StartError::Thread)?;
+            Some(c)
+        }
+    };
     let conf = ServerConf {
         threads: config.threads,
         grace_period_seconds: Some(config.grace_period.as_secs()),
@@ -78,7 +91,12 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
     for tap_cfg in &config.taps {
-        let tap = Arc::new(Tap::new(tap_cfg.clone(), metrics.clone(), hooks.clone()));
+        let tap = Arc::new(Tap::new(
+            tap_cfg.clone(),
+            metrics.clone(),
+            hooks.clone(),
+            correlator.clone(),
+        ));
         let mut opts = HttpServerOptions::default();
         opts.h2c = tap_cfg.h2c;
         let mut svc = ProxyServiceBuilder::new(&server.configuration, TapProxy::new(tap))

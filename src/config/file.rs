@@ -16,7 +16,70 @@ pub struct FileConfig {
     pub metrics: MetricsFile,
     #[serde(default)]
     pub server: ServerFile,
+    #[serde(default)]
+    pub correlation: CorrelationFile,
     pub taps: Vec<TapFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CorrelationFile {
+    /// Join records of the taps of this process (default: on with 2+ taps).
+    #[serde(default)]
+    pub enabled: Option<bool>,
+    /// A request's records are joined once none arrived for this long.
+    #[serde(default = "two_f")]
+    pub settle_seconds: f64,
+    /// Requests (trace groups) held at once; the oldest are evicted.
+    #[serde(default = "ten_thousand")]
+    pub max_traces: usize,
+    /// Fallback join by request fingerprint within this start difference.
+    #[serde(default = "five_f")]
+    pub fingerprint_window_seconds: f64,
+    /// Token-event times kept per request for relay delay and jitter.
+    #[serde(default = "events_default")]
+    pub max_events: usize,
+    /// A layer buffers when at least this share of the inner stream passed
+    /// before the outer tap saw its first token.
+    #[serde(default = "buffered_default")]
+    pub buffered_share: f64,
+}
+
+impl Default for CorrelationFile {
+    fn default() -> Self {
+        CorrelationFile {
+            enabled: None,
+            settle_seconds: two_f(),
+            max_traces: ten_thousand(),
+            fingerprint_window_seconds: five_f(),
+            max_events: events_default(),
+            buffered_share: buffered_default(),
+        }
+    }
+}
+
+fn two_f() -> f64 {
+    2.0
+}
+fn five_f() -> f64 {
+    5.0
+}
+fn ten_thousand() -> usize {
+    10_000
+}
+fn events_default() -> usize {
+    2048
+}
+fn buffered_default() -> f64 {
+    0.9
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TraceModeFile {
+    Propagate,
+    Create,
+    Off,
 }
 
 #[derive(Debug, Deserialize)]
@@ -113,6 +176,14 @@ pub struct TapFile {
     pub listen: String,
     /// `http://host:port` or `https://host:port`.
     pub upstream: String,
+    /// W3C `traceparent`: `propagate` (read it), `create` (also add one when
+    /// missing), `off`. Default: `create` on compound and gateway taps,
+    /// `propagate` on the others.
+    #[serde(default)]
+    pub trace: Option<TraceModeFile>,
+    /// Guardrail taps: the hop's name (label `hop`); default the tap name.
+    #[serde(default)]
+    pub hop: Option<String>,
     /// Accept HTTP/2 without TLS (prior knowledge) from clients.
     #[serde(default = "yes")]
     pub h2c: bool,

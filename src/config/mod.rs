@@ -9,9 +9,11 @@
 
 pub mod file;
 
+use crate::correlate::CorrelationConfig;
 use crate::decode::sse::SseLimits;
 use crate::record::MeterLimits;
-use file::{BoundaryFile, FileConfig, TapFile};
+use crate::trace::TraceMode;
+use file::{BoundaryFile, CorrelationFile, FileConfig, TapFile, TraceModeFile};
 use std::collections::HashSet;
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -75,6 +77,8 @@ pub struct Config {
     pub threads: usize,
     pub grace_period: Duration,
     pub shutdown_timeout: Duration,
+    /// Joining the records of this process's taps (`None`: off).
+    pub correlation: Option<CorrelationConfig>,
     pub taps: Vec<TapConfig>,
 }
 
@@ -83,6 +87,9 @@ pub struct Config {
 pub struct TapConfig {
     pub name: Arc<str>,
     pub boundary: Boundary,
+    /// Guardrail taps: the hop name (label `hop`).
+    pub hop: Option<Arc<str>>,
+    pub trace: TraceMode,
     pub listen: SocketAddr,
     pub upstream: Upstream,
     pub h2c: bool,
@@ -173,7 +180,9 @@ fn validate(f: FileConfig, base: &Path) -> Result<Config, ConfigError> {
         }
         taps.push(tap);
     }
+    let correlation = correlation(&f.correlation, taps.len())?;
     Ok(Config {
+        correlation,
         admin_listen,
         max_models: f.metrics.max_models,
         threads: f.server.threads,
@@ -183,8 +192,48 @@ fn validate(f: FileConfig, base: &Path) -> Result<Config, ConfigError> {
     })
 }
 
-fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapConfig, ConfigError> {
-    let name = t.name.trim();
+fn correlation(c: &CorrelationFile, taps: usize) -> Result<Option<CorrelationConfig>, ConfigError> {
+    // Values are checked even when off: a typo should not wait for the day
+    // correlation is switched on.
+    let secs = |k: &str, v: f64, max: f64| -> Result<Duration, ConfigError> {
+        if v.is_finite() && v > 0.0 && v <= max {
+            Ok(Duration::from_secs_f64(v))
+        } else {
+            Err(err(
+                format!("correlation.{k}"),
+                format!("{v} is not a number of seconds in (0, {max}]"),
+            ))
+        }
+    };
+    if !(c.buffered_share > 0.0 && c.buffered_share <= 1.0) {
+        return Err(err(
+            "correlation.buffered_share",
+            format!("{} is not in (0, 1]", c.buffered_share),
+        ));
+    }
+    if c.max_traces == 0 || c.max_traces > 10_000_000 {
+        return Err(err("correlation.max_traces", "must be in 1..=10000000"));
+    }
+    if c.max_events > 65_536 {
+        return Err(err("correlation.max_events", "must be at most 65536"));
+    }
+    let cfg = CorrelationConfig {
+        settle: secs("settle_seconds", c.settle_seconds, 600.0)?,
+        max_groups: c.max_traces,
+        fingerprint_window: secs(
+            "fingerprint_window_seconds",
+            c.fingerprint_window_seconds,
+            3600.0,
+        )?,
+        max_events: c.max_events,
+        buffered_share: c.buffered_share,
+    };
+    Ok(c.enabled.unwrap_or(taps >= 2).then_some(cfg))
+}
+
+/// Tap and hop names become label values: short, plain.
+fn label_name(key: &str, what: &str, s: &str) -> Result<Arc<str>, ConfigError> {
+    let name = s.trim();
     if name.is_empty()
         || name.len() > 64
         || !name
@@ -192,18 +241,38 @@ fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapConfig, Config
             .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
     {
         return Err(err(
-            format!("{key}.name"),
-            format!(
-                "`{}` is not a tap name (1-64 characters: letters, digits, `-`, `_`, `.`)",
-                t.name
-            ),
+            key,
+            format!("`{s}` is not a {what} name (1-64 characters: letters, digits, `-`, `_`, `.`)"),
         ));
     }
+    Ok(Arc::from(name))
+}
+
+fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapConfig, ConfigError> {
+    let name = label_name(&format!("{key}.name"), "tap", &t.name)?;
     let boundary = match t.boundary {
         BoundaryFile::Engine => Boundary::Engine,
         BoundaryFile::Gateway => Boundary::Gateway,
         BoundaryFile::Compound => Boundary::Compound,
         BoundaryFile::Guardrail => Boundary::Guardrail,
+    };
+    let hop = match (boundary, &t.hop) {
+        (Boundary::Guardrail, Some(h)) => Some(label_name(&format!("{key}.hop"), "hop", h)?),
+        (Boundary::Guardrail, None) => Some(name.clone()),
+        (_, Some(_)) => {
+            return Err(err(
+                format!("{key}.hop"),
+                "only taps with boundary `guardrail` have a hop",
+            ))
+        }
+        (_, None) => None,
+    };
+    let trace = match (t.trace, boundary) {
+        (Some(TraceModeFile::Propagate), _) => TraceMode::Propagate,
+        (Some(TraceModeFile::Create), _) => TraceMode::Create,
+        (Some(TraceModeFile::Off), _) => TraceMode::Off,
+        (None, Boundary::Compound | Boundary::Gateway) => TraceMode::Create,
+        (None, _) => TraceMode::Propagate,
     };
     let listen = listen_addr(&format!("{key}.listen"), &t.listen)?;
     let upstream = upstream(key, t, base)?;
@@ -241,8 +310,10 @@ fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapConfig, Config
         },
     };
     Ok(TapConfig {
-        name: Arc::from(name),
+        name,
         boundary,
+        hop,
+        trace,
         listen,
         upstream,
         h2c: t.h2c,

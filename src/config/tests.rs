@@ -1,4 +1,5 @@
 use super::*;
+use crate::trace::TraceMode;
 
 const MINIMAL: &str = "
 admin:
@@ -28,6 +29,33 @@ fn minimal_file_loads_with_stream_friendly_defaults() {
     assert_eq!(t.timeouts.idle, Duration::from_secs(600));
     assert!(t.h2c && t.accept_encoding_identity);
     assert_eq!(c.max_models, 50);
+    assert_eq!(t.trace, TraceMode::Propagate, "engine taps propagate");
+    assert!(c.correlation.is_none(), "one tap: nothing to join");
+}
+
+#[test]
+fn trace_hop_and_correlation_defaults() {
+    let yaml = format!(
+        "{MINIMAL}  - name: gw\n    boundary: gateway\n    listen: 127.0.0.1:8081\n    upstream: http://127.0.0.1:8080\n  - name: guard\n    boundary: guardrail\n    listen: 127.0.0.1:8082\n    upstream: http://127.0.0.1:9000\n"
+    );
+    let c = load(&yaml).unwrap();
+    assert_eq!(c.taps[1].trace, TraceMode::Create);
+    assert_eq!(c.taps[2].hop.as_deref(), Some("guard"));
+    let corr = c.correlation.unwrap();
+    assert_eq!(corr.settle, Duration::from_secs(2));
+    assert_eq!(corr.max_events, 2048);
+    let e = load(&format!("{MINIMAL}    hop: x\n")).unwrap_err();
+    assert_eq!(e.key, "taps[0].hop");
+    let e = load(&format!("{MINIMAL}correlation:\n  buffered_share: 2\n")).unwrap_err();
+    assert_eq!(e.key, "correlation.buffered_share");
+    let off = load(&format!("{yaml}correlation:\n  enabled: false\n")).unwrap();
+    assert!(off.correlation.is_none());
+    let e = load(&MINIMAL.replace(
+        "boundary: engine ",
+        "boundary: engine\n    trace: sometimes\n   ",
+    ))
+    .unwrap_err();
+    assert!(e.key.starts_with("taps[0]"), "{e}");
 }
 
 #[test]

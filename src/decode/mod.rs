@@ -9,9 +9,12 @@
 //! which operation a request is and how its response body is framed.
 
 pub mod capped;
+pub mod fingerprint;
+pub mod inflate;
 pub mod openai;
 pub mod request;
 pub mod sse;
+pub mod verdict;
 
 /// The GenAI operation of a request, from its path. Bounded: everything that
 /// is not a known LLM endpoint is `Other` (and is forwarded, counted, never

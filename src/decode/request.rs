@@ -30,6 +30,9 @@ pub struct RequestInfo {
     pub messages: Option<u32>,
     /// Size of `messages` (chat) or `prompt` (completions) as sent, in bytes.
     pub prompt_bytes: Option<u64>,
+    /// Hash of model and normalised messages/prompt, when asked for
+    /// (`decode::fingerprint`).
+    pub fingerprint: Option<u64>,
 }
 
 /// The body is not a JSON object tokentap can read.
@@ -62,8 +65,9 @@ struct StreamOptions {
     include_usage: Option<bool>,
 }
 
-/// Parses a complete request body.
-pub fn parse_request(body: &[u8]) -> Result<RequestInfo, NotJson> {
+/// Parses a complete request body; with `fingerprint`, also hashes its
+/// model and messages/prompt (for joining records across taps).
+pub fn parse_request(body: &[u8], fingerprint: bool) -> Result<RequestInfo, NotJson> {
     let v: RequestView<'_> = serde_json::from_slice(body).map_err(|_| NotJson)?;
     let messages = v
         .messages
@@ -73,7 +77,12 @@ pub fn parse_request(body: &[u8]) -> Result<RequestInfo, NotJson> {
         .messages
         .or(v.prompt)
         .map(|raw| u64::try_from(raw.get().len()).unwrap_or(u64::MAX));
+    let fingerprint = match (fingerprint, v.messages.or(v.prompt)) {
+        (true, Some(raw)) => super::fingerprint::fingerprint(v.model.as_deref(), raw.get()),
+        _ => None,
+    };
     Ok(RequestInfo {
+        fingerprint,
         model: v.model.map(|m| truncate(&m, MAX_MODEL_BYTES).to_owned()),
         stream: v.stream,
         max_tokens: v.max_completion_tokens.or(v.max_tokens),
@@ -106,6 +115,7 @@ mod tests {
             br#"{"messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}],
                 "model":"llama","stream":true,"max_tokens":12,"max_completion_tokens":20,
                 "stream_options":{"include_usage":true},"n":1,"temperature":0}"#,
+            true,
         );
         let r = r.unwrap_or_default();
         assert_eq!(r.model.as_deref(), Some("llama"));
@@ -115,11 +125,15 @@ mod tests {
         assert_eq!(r.n, Some(1));
         assert_eq!(r.messages, Some(2));
         assert_eq!(r.prompt_bytes, Some(64));
+        assert!(r.fingerprint.is_some());
     }
 
     #[test]
     fn reads_completions_request_and_nulls() {
-        let r = parse_request(br#"{"model":"m","prompt":"Once upon","stream_options":null}"#);
+        let r = parse_request(
+            br#"{"model":"m","prompt":"Once upon","stream_options":null}"#,
+            false,
+        );
         let r = r.unwrap_or_default();
         assert_eq!(r.prompt_bytes, Some(11));
         assert_eq!(r.include_usage, None);
@@ -128,9 +142,9 @@ mod tests {
 
     #[test]
     fn rejects_non_json_and_truncates_long_models() {
-        assert_eq!(parse_request(b"model=x"), Err(NotJson));
+        assert_eq!(parse_request(b"model=x", false), Err(NotJson));
         let long = format!(r#"{{"model":"{}"}}"#, "é".repeat(200));
-        let r = parse_request(long.as_bytes()).unwrap_or_default();
+        let r = parse_request(long.as_bytes(), false).unwrap_or_default();
         assert!(r
             .model
             .is_some_and(|m| m.len() <= MAX_MODEL_BYTES && m.len() >= 254));

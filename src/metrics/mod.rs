@@ -3,6 +3,7 @@
 //! (a histogram observation, nothing else) and `Metrics::record` once per
 //! finished request.
 
+pub mod attribution;
 pub mod labels;
 pub mod prom;
 pub mod table;
@@ -139,6 +140,14 @@ pub struct TapSink {
     observer: Option<Arc<dyn EventObserver>>,
     resolved: Option<Resolved>,
     request_id: Option<Arc<str>>,
+    offsets: Option<Offsets>,
+}
+
+/// Token-event times of one request (µs from its start), for attribution;
+/// the capacity is reserved up front so recording never allocates.
+pub struct Offsets {
+    pub micros: Vec<u32>,
+    pub truncated: bool,
 }
 
 struct Resolved {
@@ -159,7 +168,21 @@ impl TapSink {
             observer,
             resolved: None,
             request_id: None,
+            offsets: None,
         }
+    }
+
+    /// Keeps the time of up to `cap` token events (for the correlator).
+    pub fn keep_offsets(&mut self, cap: usize) {
+        self.offsets = (cap > 0).then(|| Offsets {
+            micros: Vec::with_capacity(cap),
+            truncated: false,
+        });
+    }
+
+    /// The kept token-event times.
+    pub fn take_offsets(&mut self) -> Option<Offsets> {
+        self.offsets.take()
     }
 
     /// Remembers the request id for the observer (only kept when one is set).
@@ -216,6 +239,14 @@ impl TokenSink for TapSink {
         }
         if let Some(n) = ev.tokens {
             r.tokens_per_event.observe(n as f64);
+        }
+        if let Some(o) = self.offsets.as_mut() {
+            if o.micros.len() < o.micros.capacity() {
+                o.micros
+                    .push(u32::try_from(ev.since_start.as_micros()).unwrap_or(u32::MAX));
+            } else {
+                o.truncated = true;
+            }
         }
         if let Some(o) = &self.observer {
             o.token_event(&self.tap.tap, self.request_id.as_deref(), ev);

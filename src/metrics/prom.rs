@@ -27,6 +27,16 @@ pub struct PromMetrics {
     pub reasoning_tokens: IntCounterVec,
     pub measurement_errors: IntCounterVec,
     pub label_overflow: IntCounterVec,
+    pub boundary_overhead: HistogramVec,
+    pub relay_delay: HistogramVec,
+    pub added_jitter: HistogramVec,
+    pub stream_buffered: IntCounterVec,
+    pub buffered_share: HistogramVec,
+    pub token_mismatch: IntCounterVec,
+    pub guardrail_duration: HistogramVec,
+    pub guardrail_calls: IntCounterVec,
+    pub guardrail_exposed: HistogramVec,
+    pub correlation: IntCounterVec,
 }
 
 fn label_names(def: &MetricDef) -> Vec<&'static str> {
@@ -78,6 +88,16 @@ impl PromMetrics {
             reasoning_tokens: counter(&r, &table::REASONING_TOKENS)?,
             measurement_errors: counter(&r, &table::MEASUREMENT_ERRORS)?,
             label_overflow: counter(&r, &table::LABEL_OVERFLOW)?,
+            boundary_overhead: histogram(&r, &table::BOUNDARY_OVERHEAD)?,
+            relay_delay: histogram(&r, &table::RELAY_DELAY)?,
+            added_jitter: histogram(&r, &table::ADDED_JITTER)?,
+            stream_buffered: counter(&r, &table::STREAM_BUFFERED)?,
+            buffered_share: histogram(&r, &table::BUFFERED_SHARE)?,
+            token_mismatch: counter(&r, &table::TOKEN_MISMATCH)?,
+            guardrail_duration: histogram(&r, &table::GUARDRAIL_DURATION)?,
+            guardrail_calls: counter(&r, &table::GUARDRAIL_CALLS)?,
+            guardrail_exposed: histogram(&r, &table::GUARDRAIL_EXPOSED)?,
+            correlation: counter(&r, &table::CORRELATION)?,
             registry: r,
         })
     }

@@ -62,6 +62,15 @@ pub enum Label {
     Reason,
     Label,
     Version,
+    Outer,
+    Inner,
+    /// Overhead phase.
+    Phase,
+    Hop,
+    /// Guardrail phase (the same label name, other values).
+    GuardPhase,
+    Verdict,
+    Result,
 }
 
 impl Label {
@@ -78,6 +87,12 @@ impl Label {
             Label::Reason => "reason",
             Label::Label => "label",
             Label::Version => "version",
+            Label::Outer => "outer",
+            Label::Inner => "inner",
+            Label::Phase | Label::GuardPhase => "phase",
+            Label::Hop => "hop",
+            Label::Verdict => "verdict",
+            Label::Result => "result",
         }
     }
 
@@ -92,9 +107,15 @@ impl Label {
             Label::Outcome => "`ok`, `client_cancelled`, `upstream_error`, `upstream_truncated`, `http_error`, `unmeasured`",
             Label::TokenType => "`input`, `output`",
             Label::Source => "`usage`, `events`",
-            Label::Reason => "`sse_line_too_long`, `sse_event_too_large`, `invalid_json_event`, `json_body_too_large`, `invalid_json_body`, `compressed_body`, `decoder_panic`, `request_body_too_large`, `request_not_json`",
+            Label::Reason => "`sse_line_too_long`, `sse_event_too_large`, `invalid_json_event`, `json_body_too_large`, `invalid_json_body`, `compressed_body`, `inflate_failed`, `inflated_too_large`, `decoder_panic`, `request_body_too_large`, `request_not_json`",
             Label::Label => "`model`",
             Label::Version => "tokentap's version",
+            Label::Outer | Label::Inner => "tap names from the config (the outer and the inner tap of a joined pair)",
+            Label::Phase => "`request_path`, `ttfb`, `ttft`, `e2e` (boundary overhead)",
+            Label::Hop => "hop names from the config (guardrail taps)",
+            Label::GuardPhase => "`input`, `output`, `unknown` (guardrail metrics)",
+            Label::Verdict => "`pass`, `flagged`, `error`, `unknown`",
+            Label::Result => "`joined_trace`, `joined_fingerprint`, `unjoined`, `ambiguous`, `evicted`",
         }
     }
 }
@@ -177,6 +198,13 @@ pub const ITL_BUCKETS: &[f64] = &[
     0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1,
     0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0,
 ];
+/// Overhead a layer adds: 100 µs (a local relay) to minutes (a guardrail
+/// that waits for a whole answer).
+pub const OVERHEAD_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
+pub const SHARE_BUCKETS: &[f64] = &[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0];
 pub const TOKENS_PER_EVENT_BUCKETS: &[f64] = &[
     1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 24.0, 32.0, 64.0, 128.0,
 ];
@@ -449,6 +477,149 @@ pub const BUILD_INFO: MetricDef = MetricDef {
     tests: &[],
 };
 
+const PAIR: &[Label] = &[L::Outer, L::Inner];
+const JOINED: &str = "each joined pair of taps (outer encloses inner), reported once the request's records have settled (`correlation.settle_seconds`)";
+
+pub const BOUNDARY_OVERHEAD: MetricDef = MetricDef {
+    name: "tokentap_boundary_overhead_seconds",
+    otel_name: "tokentap.boundary.overhead",
+    kind: Kind::Histogram,
+    unit: Unit::Seconds,
+    help: "Time a layer adds to one request: the outer tap's figure minus the inner tap's, by phase.",
+    labels: &[L::Outer, L::Inner, L::Phase],
+    buckets: OVERHEAD_BUCKETS,
+    start: "`request_path`: the outer tap has the request headers; `ttfb`/`ttft`/`e2e`: the inner tap's TTFB/TTFT/E2E",
+    end: "`request_path`: the inner tap has them; otherwise the outer tap's TTFB/TTFT/E2E (each from its own request receipt)",
+    observed: "each joined pair (ttfb/ttft when both taps have one); a negative difference (the layer answered without waiting for the inner side) is observed as 0",
+    tests: &[Test::GuardrailOverhead, Test::Ttft],
+};
+
+pub const RELAY_DELAY: MetricDef = MetricDef {
+    name: "tokentap_relay_delay_seconds",
+    otel_name: "tokentap.relay.delay",
+    kind: Kind::Histogram,
+    unit: Unit::Seconds,
+    help: "Per token-bearing event: when the outer tap saw the k-th event minus when the inner tap saw the k-th.",
+    labels: PAIR,
+    buckets: OVERHEAD_BUCKETS,
+    start: "the inner tap sees token event k",
+    end: "the outer tap sees token event k",
+    observed: "every k both taps saw (up to `correlation.max_events` per request), for each joined pair; negative as 0",
+    tests: &[Test::GuardrailOverhead, Test::ItlDistribution],
+};
+
+pub const ADDED_JITTER: MetricDef = MetricDef {
+    name: "tokentap_added_itl_jitter_seconds",
+    otel_name: "tokentap.itl.added_jitter",
+    kind: Kind::Histogram,
+    unit: Unit::Seconds,
+    help: "Inter-token jitter a layer adds: |gap k at the outer tap - gap k at the inner tap|.",
+    labels: PAIR,
+    buckets: OVERHEAD_BUCKETS,
+    start: "token event k-1 (at each tap)",
+    end: "token event k (at each tap)",
+    observed: "every gap both taps saw, for each joined pair",
+    tests: &[Test::ItlDistribution, Test::GuardrailOverhead],
+};
+
+pub const STREAM_BUFFERED: MetricDef = MetricDef {
+    name: "tokentap_stream_buffered_total",
+    otel_name: "tokentap.stream.buffered",
+    kind: Kind::Counter,
+    unit: Unit::Requests,
+    help: "Streams a layer buffered: the outer tap's first token came after most of the inner stream (share >= correlation.buffered_share, default 0.9).",
+    labels: PAIR,
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: JOINED,
+    tests: &[Test::GuardrailOverhead, Test::Ttft],
+};
+
+pub const BUFFERED_SHARE: MetricDef = MetricDef {
+    name: "tokentap_stream_buffered_ratio",
+    otel_name: "tokentap.stream.buffered_ratio",
+    kind: Kind::Histogram,
+    unit: Unit::Info,
+    help: "Share of the inner stream's token events that had passed the inner tap before the outer tap saw its first token.",
+    labels: PAIR,
+    buckets: SHARE_BUCKETS,
+    start: "—",
+    end: "—",
+    observed: "each joined pair whose inner stream had at least 2 token events and whose outer tap saw a token",
+    tests: &[Test::GuardrailOverhead],
+};
+
+pub const TOKEN_MISMATCH: MetricDef = MetricDef {
+    name: "tokentap_token_count_mismatch_total",
+    otel_name: "tokentap.token_count.mismatch",
+    kind: Kind::Counter,
+    unit: Unit::Requests,
+    help: "Joined pairs whose output token counts differ between the outer and the inner tap.",
+    labels: PAIR,
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: JOINED,
+    tests: &[Test::OutputThroughput],
+};
+
+pub const GUARDRAIL_DURATION: MetricDef = MetricDef {
+    name: "tokentap_guardrail_duration_seconds",
+    otel_name: "tokentap.guardrail.duration",
+    kind: Kind::Histogram,
+    unit: Unit::Seconds,
+    help: "Duration of one guardrail call at its tap (request received to last byte), by hop and phase.",
+    labels: &[L::Hop, L::GuardPhase],
+    buckets: TTFT_BUCKETS,
+    start: "the guardrail tap has the request headers",
+    end: "its response's last byte passes",
+    observed: "every guardrail call, once its request settled: `input` when it started before the calling layer's inner (engine) request, `output` otherwise, `unknown` when it joined no request",
+    tests: &[Test::GuardrailOverhead],
+};
+
+pub const GUARDRAIL_CALLS: MetricDef = MetricDef {
+    name: "tokentap_guardrail_calls_total",
+    otel_name: "tokentap.guardrail.calls",
+    kind: Kind::Counter,
+    unit: Unit::Requests,
+    help: "Guardrail calls by hop, phase and verdict (pass/flagged from moderation `flagged` or a guard model's `safe`/`unsafe`; error for failed calls).",
+    labels: &[L::Hop, L::GuardPhase, L::Verdict],
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "every guardrail call, as for the duration",
+    tests: &[Test::GuardrailOverhead],
+};
+
+pub const GUARDRAIL_EXPOSED: MetricDef = MetricDef {
+    name: "tokentap_guardrail_exposed_seconds",
+    otel_name: "tokentap.guardrail.exposed",
+    kind: Kind::Histogram,
+    unit: Unit::Seconds,
+    help: "Guardrail time a request waited for, per phase: the union of its calls (parallel calls count once) minus what overlapped the engine request.",
+    labels: &[L::Tap, L::GuardPhase],
+    buckets: OVERHEAD_BUCKETS,
+    start: "—",
+    end: "—",
+    observed: "each request (labelled with the tap of the layer that called the guardrails) with at least one call in that phase",
+    tests: &[Test::GuardrailOverhead],
+};
+
+pub const CORRELATION: MetricDef = MetricDef {
+    name: "tokentap_correlation_total",
+    otel_name: "tokentap.correlation",
+    kind: Kind::Counter,
+    unit: Unit::Requests,
+    help: "Records of this process's taps by how they were joined: by trace id, by fingerprint, not at all, ambiguous (left alone), evicted.",
+    labels: &[L::Result],
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "every record once it settled (or was evicted), when correlation is on",
+    tests: &[Test::GuardrailOverhead],
+};
+
 /// Every metric, in documentation order.
 pub const ALL: &[&MetricDef] = &[
     &TTFT,
@@ -469,6 +640,16 @@ pub const ALL: &[&MetricDef] = &[
     &MEASUREMENT_ERRORS,
     &LABEL_OVERFLOW,
     &BUILD_INFO,
+    &BOUNDARY_OVERHEAD,
+    &RELAY_DELAY,
+    &ADDED_JITTER,
+    &STREAM_BUFFERED,
+    &BUFFERED_SHARE,
+    &TOKEN_MISMATCH,
+    &GUARDRAIL_DURATION,
+    &GUARDRAIL_CALLS,
+    &GUARDRAIL_EXPOSED,
+    &CORRELATION,
 ];
 
 /// Renders the metric reference section of `docs/metrics.md`.
@@ -516,6 +697,13 @@ pub fn render_markdown() -> String {
         Label::Reason,
         Label::Label,
         Label::Version,
+        Label::Outer,
+        Label::Inner,
+        Label::Phase,
+        Label::Hop,
+        Label::GuardPhase,
+        Label::Verdict,
+        Label::Result,
     ] {
         out.push_str(&format!("| `{}` | {} |\n", l.as_str(), l.values()));
     }

@@ -3,9 +3,11 @@
 //! per-chunk decoding.
 
 use super::tap::{Tap, TapSettings};
+use crate::config::Boundary;
 use crate::decode::request::{self, NotJson, RequestInfo};
 use crate::metrics::TapSink;
 use crate::record::Meter;
+use crate::trace::{TraceMode, TraceParent};
 use prometheus::IntGauge;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -20,6 +22,8 @@ pub struct RequestCtx {
     pub finished: bool,
     /// A large request body being parsed on the blocking pool.
     pending_request: Option<tokio::task::JoinHandle<Result<RequestInfo, NotJson>>>,
+    /// A `traceparent` this tap created, to add to the upstream request.
+    pub inject_trace: Option<TraceParent>,
     _in_flight: InFlight,
 }
 
@@ -37,26 +41,52 @@ impl RequestCtx {
     pub fn new(tap: &Tap, now: Instant) -> Self {
         tap.in_flight.inc();
         let settings = tap.settings();
+        let mut sink = TapSink::new(
+            tap.metrics.clone(),
+            tap.labels.clone(),
+            tap.hooks.observer.clone(),
+        );
+        sink.keep_offsets(tap.event_cap());
+        let meter = Meter::new(now, SystemTime::now(), settings.config.limits)
+            .with_fingerprint(tap.correlator.is_some())
+            .with_verdict(settings.config.boundary == Boundary::Guardrail);
         RequestCtx {
-            meter: Meter::new(now, SystemTime::now(), settings.config.limits),
+            meter,
+            sink,
             settings,
-            sink: TapSink::new(
-                tap.metrics.clone(),
-                tap.labels.clone(),
-                tap.hooks.observer.clone(),
-            ),
             finished: false,
             pending_request: None,
+            inject_trace: None,
             _in_flight: InFlight(tap.in_flight.clone()),
         }
+    }
+
+    /// Reads the request's `traceparent` (or creates one) as the tap's mode
+    /// says; a created one is added to the upstream request.
+    pub fn trace(&mut self, header: Option<&[u8]>) {
+        let mode = self.settings.config.trace;
+        let incoming = match mode {
+            TraceMode::Off => None,
+            _ => header.and_then(TraceParent::parse),
+        };
+        let trace = match (incoming, mode) {
+            (None, TraceMode::Create) => {
+                let t = TraceParent::generate();
+                self.inject_trace = Some(t);
+                Some(t)
+            }
+            (t, _) => t,
+        };
+        self.meter.set_trace(trace);
     }
 
     /// A piece of the request body. A large complete body is parsed on the
     /// blocking pool, so the tap's thread keeps relaying other streams.
     pub fn request_body(&mut self, piece: &[u8], end: bool) {
         if let Some(body) = self.meter.request_body(piece, end) {
+            let fingerprint = self.meter.fingerprints();
             self.pending_request = Some(tokio::task::spawn_blocking(move || {
-                request::parse_request(&body)
+                request::parse_request(&body, fingerprint)
             }));
         }
     }

@@ -66,10 +66,12 @@ impl ProxyHttp for TapProxy {
     ) -> Result<()> {
         let req = session.req_header();
         let id = header(&req.headers, "x-request-id");
+        let traceparent = header(&req.headers, "traceparent");
         ctx.meter
             .request_head(req.uri.path(), id, content_length(&req.headers));
         ctx.sink
             .set_request_id(id.and_then(|v| std::str::from_utf8(v).ok()));
+        ctx.trace(traceparent);
         Ok(())
     }
 
@@ -89,6 +91,9 @@ impl ProxyHttp for TapProxy {
     ) -> Result<()> {
         if ctx.settings.config.accept_encoding_identity {
             upstream_request.insert_header(http::header::ACCEPT_ENCODING, "identity")?;
+        }
+        if let Some(t) = ctx.inject_trace {
+            upstream_request.insert_header("traceparent", t.to_string())?;
         }
         Ok(())
     }
@@ -158,10 +163,9 @@ impl ProxyHttp for TapProxy {
         let model = ctx
             .sink
             .model_label(record.model(), record.operation.as_str());
-        self.tap.metrics.record(&self.tap.labels, &model, &record);
-        for sink in &self.tap.hooks.records {
-            sink.record(&self.tap.labels, &model.value, &record);
-        }
+        let offsets = ctx.sink.take_offsets();
+        self.tap
+            .emit(&model, &record, offsets, ctx.settings.config.hop.clone());
     }
 
     fn suppress_error_log(&self, _session: &Session, _ctx: &RequestCtx, e: &Error) -> bool {

@@ -5,9 +5,13 @@
 //! never changes a request mid-flight.
 
 use super::upstream_io::TimedConnector;
-use crate::config::TapConfig;
+use crate::config::{Boundary, TapConfig};
+use crate::correlate::{Correlator, TapRecord, Verdict};
+use crate::metrics::labels::ModelLabel;
+use crate::metrics::Offsets;
 use crate::metrics::{Metrics, TapLabels};
 use crate::observe::Hooks;
+use crate::record::RequestRecord;
 use arc_swap::ArcSwap;
 use pingora::upstreams::peer::HttpPeer;
 use pingora::utils::tls::{parse_x509, WrappedX509};
@@ -43,10 +47,17 @@ pub struct Tap {
     pub metrics: Arc<Metrics>,
     pub in_flight: IntGauge,
     pub hooks: Hooks,
+    /// Joins this process's taps (when correlation is on).
+    pub correlator: Option<Arc<Correlator>>,
 }
 
 impl Tap {
-    pub fn new(config: TapConfig, metrics: Arc<Metrics>, hooks: Hooks) -> Self {
+    pub fn new(
+        config: TapConfig,
+        metrics: Arc<Metrics>,
+        hooks: Hooks,
+        correlator: Option<Arc<Correlator>>,
+    ) -> Self {
         let labels = TapLabels {
             tap: config.name.clone(),
             boundary: config.boundary.as_str(),
@@ -58,6 +69,57 @@ impl Tap {
             metrics,
             in_flight,
             hooks,
+            correlator,
+        }
+    }
+
+    /// Token-event times to keep per request for the correlator (0: none).
+    pub fn event_cap(&self) -> usize {
+        self.correlator
+            .as_ref()
+            .map_or(0, |c| c.config().max_events)
+    }
+
+    /// Emits a finished request: metrics, record sinks, correlator.
+    pub fn emit(
+        &self,
+        model: &ModelLabel,
+        record: &RequestRecord,
+        offsets: Option<Offsets>,
+        hop: Option<Arc<str>>,
+    ) {
+        self.metrics.record(&self.labels, model, record);
+        for sink in &self.hooks.records {
+            sink.record(&self.labels, &model.value, record);
+        }
+        if let Some(c) = &self.correlator {
+            let (events, events_truncated) =
+                offsets.map_or((Vec::new(), false), |o| (o.micros, o.truncated));
+            let boundary = self.settings().config.boundary;
+            c.submit(
+                TapRecord {
+                    tap: self.labels.tap.clone(),
+                    boundary,
+                    hop: if boundary == Boundary::Guardrail {
+                        hop
+                    } else {
+                        None
+                    },
+                    trace: record.trace,
+                    fingerprint: record.request.fingerprint,
+                    request_id: record.request_id.as_deref().map(Arc::from),
+                    t0: record.t0,
+                    ttfb: record.ttfb,
+                    ttft: record.ttft,
+                    e2e: record.e2e,
+                    events,
+                    events_truncated,
+                    output_tokens: record.output_tokens,
+                    outcome: record.outcome,
+                    verdict: record.verdict.unwrap_or(Verdict::Unknown),
+                },
+                std::time::Instant::now(),
+            );
         }
     }
 
@@ -121,6 +183,7 @@ mod tests {
             tap_config("30"),
             Arc::new(Metrics::new(5).unwrap()),
             Hooks::default(),
+            None,
         );
         let before = tap.settings();
         tap.replace(tap_config("60"));

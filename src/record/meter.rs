@@ -9,10 +9,12 @@
 
 use super::types::*;
 use crate::decode::capped::CappedBuf;
+use crate::decode::inflate::{Encoding, InflateError, Inflater};
 use crate::decode::openai::{self, EventKind, EventSummary, FinishReason, Usage};
 use crate::decode::request::{self, RequestInfo, MAX_MODEL_BYTES};
 use crate::decode::sse::{SseDecoder, SseError, SseItem, SseLimits};
-use crate::decode::{BodyKind, Operation};
+use crate::decode::{verdict, BodyKind, Operation};
+use crate::trace::TraceParent;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Caps of the per-request buffers.
@@ -66,6 +68,12 @@ pub struct Meter {
     t0: Instant,
     started_at: SystemTime,
     limits: MeterLimits,
+    /// Hash the request for cross-tap joins (`with_fingerprint`).
+    fingerprint: bool,
+    /// Read a guardrail verdict from JSON answers (`with_verdict`).
+    read_verdict: bool,
+    verdict: Option<Verdict>,
+    trace: Option<TraceParent>,
     operation: Operation,
     request_id: Option<String>,
     req_body: CappedBuf,
@@ -77,6 +85,8 @@ pub struct Meter {
     body_kind: BodyKind,
     sse: Option<SseDecoder>,
     json: Option<CappedBuf>,
+    /// For gzip/deflate responses: inflates a copy for the decoders.
+    inflater: Option<Inflater>,
     response_bytes: u64,
     stream: StreamState,
 }
@@ -113,6 +123,10 @@ impl Meter {
             t0,
             started_at,
             limits,
+            fingerprint: false,
+            read_verdict: false,
+            verdict: None,
+            trace: None,
             operation: Operation::Other,
             request_id: None,
             req_body: CappedBuf::new(limits.request_body_bytes),
@@ -124,6 +138,7 @@ impl Meter {
             body_kind: BodyKind::Opaque,
             sse: None,
             json: None,
+            inflater: None,
             response_bytes: 0,
             stream: StreamState {
                 t0,
@@ -148,6 +163,28 @@ impl Meter {
                 measure_error: None,
             },
         }
+    }
+
+    /// Also fingerprint the request (for joining records across taps).
+    pub fn with_fingerprint(mut self, on: bool) -> Self {
+        self.fingerprint = on;
+        self
+    }
+
+    /// Also read a guardrail verdict from JSON answers of any path.
+    pub fn with_verdict(mut self, on: bool) -> Self {
+        self.read_verdict = on;
+        self
+    }
+
+    /// Whether the request body should be fingerprinted where it is parsed.
+    pub fn fingerprints(&self) -> bool {
+        self.fingerprint
+    }
+
+    /// The request's trace context (read or created by the tap).
+    pub fn set_trace(&mut self, trace: Option<TraceParent>) {
+        self.trace = trace;
     }
 
     pub fn started(&self) -> Instant {
@@ -205,7 +242,7 @@ impl Meter {
             Some([]) => {}
             Some(b) if b.len() > INLINE_PARSE_BYTES => return Some(self.req_body.take()),
             Some(b) => {
-                let parsed = request::parse_request(b);
+                let parsed = request::parse_request(b, self.fingerprint);
                 self.set_request(parsed);
             }
         }
@@ -233,15 +270,21 @@ impl Meter {
         self.t_headers = Some(at);
         self.status = Some(status);
         self.body_kind = content_type.map_or(BodyKind::Opaque, BodyKind::from_content_type);
-        if !self.operation.is_llm() || !(200..300).contains(&status) {
+        let verdict_body = self.read_verdict && self.body_kind == BodyKind::Json;
+        if !(self.operation.is_llm() || verdict_body) || !(200..300).contains(&status) {
             return;
         }
-        let encoded = content_encoding.is_some_and(|e| {
-            !e.trim_ascii().is_empty() && !e.trim_ascii().eq_ignore_ascii_case(b"identity")
-        });
+        let encoding = Encoding::from_header(content_encoding);
+        match self.body_kind {
+            BodyKind::Opaque => return,
+            _ if encoding == Encoding::Unsupported => {
+                self.stream.fail(MeasureError::CompressedBody);
+                return;
+            }
+            _ => self.inflater = Inflater::new(encoding),
+        }
         match self.body_kind {
             BodyKind::Opaque => {}
-            _ if encoded => self.stream.fail(MeasureError::CompressedBody),
             BodyKind::Sse => self.sse = Some(SseDecoder::new(self.limits.sse)),
             BodyKind::Json => {
                 let mut buf = CappedBuf::new(self.limits.json_body_bytes);
@@ -258,23 +301,30 @@ impl Meter {
         self.response_bytes = self
             .response_bytes
             .saturating_add(u64::try_from(piece.len()).unwrap_or(u64::MAX));
-        if let Some(dec) = self.sse.as_mut() {
-            let st = &mut self.stream;
-            let ctx = EventCtx {
-                at,
-                operation: self.operation,
-                requested_model: self.request.model.as_deref(),
-            };
-            let result = dec.feed(piece, &mut |item| st.on_item(&ctx, item, sink));
-            if let Err(e) = result {
-                self.stream.fail(match e {
-                    SseError::LineTooLong => MeasureError::SseLineTooLong,
-                    SseError::EventTooLarge => MeasureError::SseEventTooLarge,
-                });
-                self.sse = None;
+        let ctx = EventCtx {
+            at,
+            operation: self.operation,
+            requested_model: self.request.model.as_deref(),
+        };
+        let mut decoders = Decoders {
+            sse: &mut self.sse,
+            json: &mut self.json,
+            stream: &mut self.stream,
+        };
+        match self.inflater.as_mut() {
+            None => decoders.plain(&ctx, piece, sink),
+            Some(inflater) => {
+                let result = inflater.feed(piece, &mut |plain| decoders.plain(&ctx, plain, sink));
+                if let Err(e) = result {
+                    self.stream.fail(match e {
+                        InflateError::Corrupt => MeasureError::InflateFailed,
+                        InflateError::TooLarge => MeasureError::InflatedTooLarge,
+                    });
+                    self.inflater = None;
+                    self.sse = None;
+                    self.json = None;
+                }
             }
-        } else if let Some(buf) = self.json.as_mut() {
-            buf.push(piece);
         }
     }
 
@@ -284,10 +334,17 @@ impl Meter {
         if let Some(buf) = self.json.take() {
             match buf.bytes() {
                 None => self.stream.fail(MeasureError::JsonBodyTooLarge),
-                Some(body) => match openai::classify_json(body) {
-                    Ok(s) => self.stream.absorb_body(&s),
-                    Err(_) => self.stream.fail(MeasureError::InvalidJsonBody),
-                },
+                Some(body) => {
+                    if self.read_verdict {
+                        self.verdict = Some(verdict::verdict(body));
+                    }
+                    if self.operation.is_llm() {
+                        match openai::classify_json(body) {
+                            Ok(s) => self.stream.absorb_body(&s),
+                            Err(_) => self.stream.fail(MeasureError::InvalidJsonBody),
+                        }
+                    }
+                }
             }
         }
     }
@@ -296,6 +353,7 @@ impl Meter {
     pub fn poison(&mut self) {
         self.sse = None;
         self.json = None;
+        self.inflater = None;
         self.stream.fail(MeasureError::DecoderPanic);
     }
 
@@ -358,6 +416,7 @@ impl Meter {
 
         RequestRecord {
             started_at: self.started_at,
+            t0: self.t0,
             operation: self.operation,
             stream: self.is_stream(),
             request: std::mem::take(&mut self.request),
@@ -389,6 +448,11 @@ impl Meter {
             outcome,
             error_type,
             measure_error: self.stream.measure_error.or(self.request_error),
+            trace: self.trace,
+            verdict: self.read_verdict.then(|| match outcome {
+                Outcome::Ok | Outcome::Unmeasured => self.verdict.unwrap_or(Verdict::Unknown),
+                _ => Verdict::Error,
+            }),
         }
     }
 }
@@ -497,6 +561,31 @@ impl StreamState {
             gap,
             tokens,
         });
+    }
+}
+
+/// The decoders of plain (inflated) response bytes, borrowed apart from the
+/// inflater that may be feeding them.
+struct Decoders<'m> {
+    sse: &'m mut Option<SseDecoder>,
+    json: &'m mut Option<CappedBuf>,
+    stream: &'m mut StreamState,
+}
+
+impl Decoders<'_> {
+    fn plain(&mut self, ctx: &EventCtx<'_>, piece: &[u8], sink: &mut dyn TokenSink) {
+        if let Some(dec) = self.sse.as_mut() {
+            let st = &mut *self.stream;
+            if let Err(e) = dec.feed(piece, &mut |item| st.on_item(ctx, item, sink)) {
+                self.stream.fail(match e {
+                    SseError::LineTooLong => MeasureError::SseLineTooLong,
+                    SseError::EventTooLarge => MeasureError::SseEventTooLarge,
+                });
+                *self.sse = None;
+            }
+        } else if let Some(buf) = self.json.as_mut() {
+            buf.push(piece);
+        }
     }
 }
 

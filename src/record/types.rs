@@ -3,7 +3,8 @@
 use crate::decode::openai::FinishReason;
 use crate::decode::request::RequestInfo;
 use crate::decode::Operation;
-use std::time::{Duration, SystemTime};
+use crate::trace::TraceParent;
+use std::time::{Duration, Instant, SystemTime};
 
 /// How a request ended, as the `outcome` label says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -101,7 +102,12 @@ pub enum MeasureError {
     InvalidJsonEvent,
     JsonBodyTooLarge,
     InvalidJsonBody,
+    /// A body coding tokentap does not inflate (brotli, zstd, several).
     CompressedBody,
+    /// A gzip/deflate body that does not inflate.
+    InflateFailed,
+    /// More than `decode::inflate::MAX_INFLATED_BYTES` once inflated.
+    InflatedTooLarge,
     DecoderPanic,
     /// Request side: the body was larger than the request copy cap.
     RequestBodyTooLarge,
@@ -110,13 +116,15 @@ pub enum MeasureError {
 }
 
 impl MeasureError {
-    pub const ALL: [MeasureError; 9] = [
+    pub const ALL: [MeasureError; 11] = [
         MeasureError::SseLineTooLong,
         MeasureError::SseEventTooLarge,
         MeasureError::InvalidJsonEvent,
         MeasureError::JsonBodyTooLarge,
         MeasureError::InvalidJsonBody,
         MeasureError::CompressedBody,
+        MeasureError::InflateFailed,
+        MeasureError::InflatedTooLarge,
         MeasureError::DecoderPanic,
         MeasureError::RequestBodyTooLarge,
         MeasureError::RequestNotJson,
@@ -130,6 +138,8 @@ impl MeasureError {
             MeasureError::JsonBodyTooLarge => "json_body_too_large",
             MeasureError::InvalidJsonBody => "invalid_json_body",
             MeasureError::CompressedBody => "compressed_body",
+            MeasureError::InflateFailed => "inflate_failed",
+            MeasureError::InflatedTooLarge => "inflated_too_large",
             MeasureError::DecoderPanic => "decoder_panic",
             MeasureError::RequestBodyTooLarge => "request_body_too_large",
             MeasureError::RequestNotJson => "request_not_json",
@@ -143,6 +153,30 @@ impl MeasureError {
             self,
             MeasureError::RequestBodyTooLarge | MeasureError::RequestNotJson
         )
+    }
+}
+
+/// A guardrail's answer, where its API says one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// Allowed (moderation `flagged: false`, Llama Guard `safe`).
+    Pass,
+    /// Blocked or flagged (`flagged: true`, `unsafe`).
+    Flagged,
+    /// The guardrail call failed (error status, timeout, reset).
+    Error,
+    /// The response does not say in a way tokentap reads.
+    Unknown,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Flagged => "flagged",
+            Verdict::Error => "error",
+            Verdict::Unknown => "unknown",
+        }
     }
 }
 
@@ -207,6 +241,8 @@ impl GapStats {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestRecord {
     pub started_at: SystemTime,
+    /// The same moment on the monotonic clock (for joining taps in-process).
+    pub t0: Instant,
     pub operation: Operation,
     /// The request asked to stream (or, when the request was unreadable, the
     /// response was an event stream).
@@ -253,6 +289,10 @@ pub struct RequestRecord {
     pub outcome: Outcome,
     pub error_type: Option<ErrorType>,
     pub measure_error: Option<MeasureError>,
+    /// The request's W3C trace context, as read or created by the tap.
+    pub trace: Option<TraceParent>,
+    /// A guardrail tap's reading of the answer (`None` elsewhere).
+    pub verdict: Option<Verdict>,
 }
 
 impl RequestRecord {

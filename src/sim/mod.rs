@@ -1,7 +1,8 @@
 //! `tokentap sim`: an OpenAI-compatible engine that tells the truth.
 //!
-//! It serves `/v1/chat/completions` and `/v1/completions` (streaming or not)
-//! and `/v1/models`, with a configurable TTFT, inter-token gap (mean plus
+//! It serves `/v1/chat/completions` and `/v1/completions` (streaming or not),
+//! `/v1/models`, and `/v1/moderations` (a guardrail: answers after
+//! `--ttft-ms`, `flagged` when the input contains `flag-me`), with a configurable TTFT, inter-token gap (mean plus
 //! seeded jitter), output length, tokens per event, usage (honouring
 //! `include_usage` and `continuous_usage_stats`), a role-only first delta,
 //! keep-alive comments, line endings, HTTP chunk splitting, and faults

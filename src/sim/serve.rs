@@ -164,6 +164,9 @@ where
             return Ok(After::KeepAlive);
         }
         ("POST", Operation::Chat | Operation::TextCompletion) => {}
+        ("POST", _) if path.ends_with("/moderations") => {
+            return moderation(sim, req, received, rd, wr, buf).await;
+        }
         _ => {
             write_simple(wr, 404, "{\"error\":{\"message\":\"not found\"}}").await?;
             return Ok(After::KeepAlive);
@@ -180,7 +183,7 @@ where
         },
         None => sim.profile.clone(),
     };
-    let Ok(info) = parse_request(&req.body) else {
+    let Ok(info) = parse_request(&req.body, false) else {
         write_simple(wr, 400, "{\"error\":{\"message\":\"body is not JSON\"}}").await?;
         return Ok(After::KeepAlive);
     };
@@ -220,6 +223,46 @@ where
     let after = play(&plan, received, rd, wr, buf, conn.raw, &mut truth).await;
     sim.truth.push(truth);
     Ok(after)
+}
+
+/// An OpenAI-style moderation answer after `ttft_ms` (a guardrail service
+/// for tests and demos): `flagged` when the input contains `flag-me`.
+async fn moderation<S>(
+    sim: &Arc<SimState>,
+    req: &Request,
+    received: Instant,
+    rd: &mut ReadHalf<S>,
+    wr: &mut WriteHalf<S>,
+    buf: &mut Vec<u8>,
+) -> io::Result<After>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let profile = req
+        .header_str("x-sim")
+        .and_then(|h| sim.profile.with_overrides(h).ok())
+        .unwrap_or_else(|| sim.profile.clone());
+    let seq = sim.seq.fetch_add(1, Ordering::Relaxed);
+    let mut truth = Truth::new(
+        seq,
+        req.header_str("x-request-id").map(str::to_owned),
+        req.path.clone(),
+        received,
+    );
+    let flagged = req.body.windows(7).any(|w| w == b"flag-me");
+    let deadline = received + Duration::from_secs_f64(profile.ttft_ms.max(0.0) / 1000.0);
+    if let Err(at) = wait_until(rd, buf, deadline).await {
+        truth.peer_closed_at(at);
+        sim.truth.push(truth);
+        return Ok(After::Close);
+    }
+    let body = json!({"id": format!("modr-{seq}"), "model": "sim-moderation",
+        "results": [{"flagged": flagged, "categories": {}, "category_scores": {}}]});
+    write_simple(wr, 200, &body.to_string()).await?;
+    truth.mark(Mark::Body, Instant::now(), 0);
+    truth.complete = true;
+    sim.truth.push(truth);
+    Ok(After::KeepAlive)
 }
 
 /// Sleeps until `deadline` while watching the client: `Err(t)` when it

@@ -9,9 +9,12 @@
 )]
 
 mod accuracy;
+mod attribution;
 mod config_cli;
 mod failures;
 mod forwarding;
+mod gateway;
+mod nginx;
 mod openai_client;
 mod process;
 mod scrape;

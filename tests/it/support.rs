@@ -163,6 +163,7 @@ impl Tap {
             let hooks = Hooks {
                 observer: Some(events.clone()),
                 records: vec![records.clone()],
+                attributions: Vec::new(),
             };
             match server::spawn(&config, hooks) {
                 Ok(server) => {
@@ -262,4 +263,118 @@ pub fn diff(a: Instant, b: Instant) -> Duration {
     } else {
         b - a
     }
+}
+
+/// Everything the correlator concluded.
+#[derive(Default)]
+pub struct Attributions {
+    resolved: Mutex<Vec<tokentap::correlate::Resolution>>,
+    counts: Mutex<std::collections::HashMap<&'static str, u64>>,
+}
+
+impl tokentap::correlate::AttributionSink for Attributions {
+    fn resolved(&self, r: &tokentap::correlate::Resolution) {
+        self.resolved.lock().unwrap().push(r.clone());
+    }
+    fn counted(&self, result: tokentap::correlate::Joined, n: u64) {
+        *self
+            .counts
+            .lock()
+            .unwrap()
+            .entry(result.as_str())
+            .or_default() += n;
+    }
+}
+
+impl Attributions {
+    pub fn count(&self, result: &str) -> u64 {
+        self.counts
+            .lock()
+            .unwrap()
+            .get(result)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    pub fn pairs(&self) -> Vec<tokentap::correlate::PairAttribution> {
+        self.resolved
+            .lock()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r.pairs.clone())
+            .collect()
+    }
+
+    /// The pair (outer, inner) of the request with this id (waits for it).
+    pub async fn pair(
+        &self,
+        outer: &str,
+        inner: &str,
+        id: &str,
+    ) -> tokentap::correlate::PairAttribution {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let found = self.pairs().into_iter().find(|p| {
+                &*p.outer == outer && &*p.inner == inner && p.request_id.as_deref() == Some(id)
+            });
+            if let Some(p) = found {
+                return p;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {outer}/{inner} pair for {id}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    pub fn resolution_of(&self, id: &str) -> Option<tokentap::correlate::Resolution> {
+        self.resolved
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|r| r.pairs.iter().any(|p| p.request_id.as_deref() == Some(id)))
+            .cloned()
+    }
+}
+
+/// A tokentap with several taps from a YAML `taps:` list (and optional
+/// extra top-level YAML), with every listener collected.
+pub struct Multi {
+    pub server: Running,
+    pub attributions: Arc<Attributions>,
+}
+
+impl Multi {
+    pub fn start(taps: &str, extra: &str) -> Multi {
+        let admin = free_addr();
+        let yaml = format!("admin:\n  listen: {admin}\n{extra}taps:\n{taps}");
+        let config = Config::from_yaml(&yaml, Path::new(".")).unwrap();
+        let attributions = Arc::new(Attributions::default());
+        let hooks = Hooks {
+            observer: None,
+            records: Vec::new(),
+            attributions: vec![attributions.clone()],
+        };
+        let server = server::spawn(&config, hooks).unwrap();
+        Multi {
+            server,
+            attributions,
+        }
+    }
+
+    pub fn scrape(&self) -> String {
+        String::from_utf8(self.server.metrics.prom.encode()).unwrap()
+    }
+}
+
+/// One tap entry for `Multi::start`.
+pub fn tap_yaml(
+    name: &str,
+    boundary: &str,
+    listen: SocketAddr,
+    upstream: SocketAddr,
+    extra: &str,
+) -> String {
+    format!("  - name: {name}\n    boundary: {boundary}\n    listen: {listen}\n    upstream: http://{upstream}\n{extra}")
 }

@@ -273,7 +273,7 @@ fn non_streaming_json_body() {
 }
 
 #[test]
-fn caps_mark_unmeasured_and_compression_is_not_decoded() {
+fn caps_and_unknown_codings_mark_unmeasured() {
     let big = format!("data: {}\n\n", "x".repeat(10_000));
     let (r, _) = run(
         &[(10, big), (20, chunk("a")), (30, "data: [DONE]\n\n".into())],
@@ -285,15 +285,70 @@ fn caps_mark_unmeasured_and_compression_is_not_decoded() {
     assert_eq!(r.ttft, None);
     assert_eq!(r.output_tokens, None, "no guessed counts after a failure");
 
+    for (coding, body, want) in [
+        (
+            &b"br"[..],
+            &b"\x1f\x8b\x08garbage"[..],
+            MeasureError::CompressedBody,
+        ),
+        (
+            &b"gzip"[..],
+            &b"not gzip at all"[..],
+            MeasureError::InflateFailed,
+        ),
+    ] {
+        let t0 = Instant::now();
+        let mut m = Meter::new(t0, SystemTime::now(), LIMITS);
+        m.request_head("/v1/chat/completions", None, None);
+        m.response_head(t0, 200, Some(b"text/event-stream"), Some(coding), None);
+        m.response_body(t0, body, &mut ());
+        m.response_end(t0);
+        let r = m.finish(t0, TransportEnd::Complete);
+        assert_eq!(r.measure_error, Some(want));
+        assert_eq!(r.outcome, Outcome::Unmeasured);
+    }
+}
+
+#[test]
+fn a_gzip_stream_is_measured_like_a_plain_one() {
+    use flate2::write::GzEncoder;
+    use std::io::Write;
+    let plain: Vec<(u64, String)> = typical();
+    // Compress with a sync flush after each piece, as a streaming gzip layer
+    // does, so each piece inflates to the events it carried.
+    let mut enc = GzEncoder::new(Vec::new(), flate2::Compression::default());
+    let mut pieces = Vec::new();
+    for (at, bytes) in &plain {
+        enc.write_all(bytes.as_bytes()).unwrap();
+        enc.flush().unwrap();
+        pieces.push((*at, std::mem::take(enc.get_mut())));
+    }
+    let tail = enc.finish().unwrap();
     let t0 = Instant::now();
     let mut m = Meter::new(t0, SystemTime::now(), LIMITS);
     m.request_head("/v1/chat/completions", None, None);
-    m.response_head(t0, 200, Some(b"text/event-stream"), Some(b"gzip"), None);
-    m.response_body(t0, b"\x1f\x8b\x08garbage", &mut ());
-    m.response_end(t0);
-    let r = m.finish(t0, TransportEnd::Complete);
-    assert_eq!(r.measure_error, Some(MeasureError::CompressedBody));
-    assert_eq!(r.outcome, Outcome::Unmeasured);
+    assert_eq!(m.request_body(REQ, true), None);
+    m.response_head(
+        t0 + ms(2),
+        200,
+        Some(b"text/event-stream"),
+        Some(b"gzip"),
+        None,
+    );
+    let mut sink = Collect::default();
+    for (at, bytes) in &pieces {
+        m.response_body(t0 + ms(*at), bytes, &mut sink);
+    }
+    m.response_body(t0 + ms(144), &tail, &mut sink);
+    m.response_end(t0 + ms(144));
+    let r = m.finish(t0 + ms(145), TransportEnd::Complete);
+    let (want, _) = run(&plain, 144, TransportEnd::Complete);
+    assert_eq!(r.outcome, Outcome::Ok);
+    assert_eq!(
+        (r.ttft, r.token_events, r.output_tokens, r.tpot),
+        (want.ttft, want.token_events, want.output_tokens, want.tpot)
+    );
+    assert_eq!(r.gaps, want.gaps);
 }
 
 #[test]
@@ -414,7 +469,7 @@ fn large_request_bodies_are_handed_back_for_parsing_elsewhere() {
     let body = m.request_body(b, true).expect("handed back");
     assert_eq!(body, big.as_bytes());
     assert_eq!(m.requested_model(), None, "not parsed yet");
-    m.set_request(crate::decode::request::parse_request(&body));
+    m.set_request(crate::decode::request::parse_request(&body, false));
     assert_eq!(m.requested_model(), Some("big"));
     let r = m.finish(t0, TransportEnd::ClientGone);
     assert_eq!(r.request_body_bytes, big.len() as u64);

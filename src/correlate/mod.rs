@@ -1,0 +1,17 @@
+//! Joining the records of one request seen by several taps of this process,
+//! and attributing time to the layers between them.
+//!
+//! - `types`: the compact `TapRecord` kept per request per tap, and the
+//!   conclusions (pair attribution, guardrail calls, exposure).
+//! - `resolve`: pure — a settled group of records → nesting, attribution,
+//!   guardrail phases and exposed time.
+//! - `store`: the bounded, settling `Correlator` (join by trace id, fall back
+//!   to fingerprints, count what it did).
+
+pub mod resolve;
+pub mod store;
+pub mod types;
+
+pub use crate::record::Verdict;
+pub use store::{AttributionSink, CorrelationConfig, Correlator, Joined};
+pub use types::*;
