@@ -57,14 +57,24 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{}: ok", config.display());
             println!("  admin {}", cfg.admin_listen);
             for t in &cfg.taps {
+                let hop = t
+                    .hop
+                    .as_deref()
+                    .map(|h| format!(", hop {h}"))
+                    .unwrap_or_default();
                 println!(
-                    "  tap {} ({}) {} -> {} [{}]",
+                    "  tap {} ({}{hop}) {} -> {} [{}], traceparent: {}",
                     t.name,
                     t.boundary.as_str(),
                     t.listen,
                     t.upstream.url,
-                    t.upstream.addr
+                    t.upstream.addr,
+                    t.trace.as_str()
                 );
+            }
+            match &cfg.correlation {
+                Some(c) => println!("  correlation: on, settle {:?}", c.settle),
+                None => println!("  correlation: off"),
             }
             Ok(())
         }

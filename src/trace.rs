@@ -28,6 +28,16 @@ pub enum TraceMode {
     Off,
 }
 
+impl TraceMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TraceMode::Propagate => "propagate",
+            TraceMode::Create => "create",
+            TraceMode::Off => "off",
+        }
+    }
+}
+
 fn hex_val(b: u8) -> Option<u8> {
     match b {
         b'0'..=b'9' => Some(b - b'0'),

@@ -27,9 +27,12 @@ pub struct CorrelationFile {
     /// Join records of the taps of this process (default: on with 2+ taps).
     #[serde(default)]
     pub enabled: Option<bool>,
-    /// A request's records are joined once none arrived for this long.
+    /// A request's records are joined once none arrived for this long ...
     #[serde(default = "two_f")]
     pub settle_seconds: f64,
+    /// ... or once the first is this old (long-lived trace ids).
+    #[serde(default = "three_hundred_f")]
+    pub max_age_seconds: f64,
     /// Requests (trace groups) held at once; the oldest are evicted.
     #[serde(default = "ten_thousand")]
     pub max_traces: usize,
@@ -50,6 +53,7 @@ impl Default for CorrelationFile {
         CorrelationFile {
             enabled: None,
             settle_seconds: two_f(),
+            max_age_seconds: three_hundred_f(),
             max_traces: ten_thousand(),
             fingerprint_window_seconds: five_f(),
             max_events: events_default(),
@@ -63,6 +67,9 @@ fn two_f() -> f64 {
 }
 fn five_f() -> f64 {
     5.0
+}
+fn three_hundred_f() -> f64 {
+    300.0
 }
 fn ten_thousand() -> usize {
     10_000

@@ -219,6 +219,7 @@ fn correlation(c: &CorrelationFile, taps: usize) -> Result<Option<CorrelationCon
     }
     let cfg = CorrelationConfig {
         settle: secs("settle_seconds", c.settle_seconds, 600.0)?,
+        max_age: secs("max_age_seconds", c.max_age_seconds, 86_400.0)?,
         max_groups: c.max_traces,
         fingerprint_window: secs(
             "fingerprint_window_seconds",

@@ -22,8 +22,11 @@ pub const MAX_PER_GROUP: usize = 32;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CorrelationConfig {
-    /// A group is resolved once no record joined it for this long.
+    /// A group is resolved once no record joined it for this long ...
     pub settle: Duration,
+    /// ... or once its first record is this old (a long-lived trace id,
+    /// such as an agent session, never keeps a group open).
+    pub max_age: Duration,
     pub max_groups: usize,
     /// Largest start difference for a fingerprint join.
     pub fingerprint_window: Duration,
@@ -85,6 +88,7 @@ struct Group {
     records: Vec<TapRecord>,
     /// How each record entered the group.
     kinds: Vec<JoinKind>,
+    first: Instant,
     last: Instant,
 }
 
@@ -155,6 +159,7 @@ impl Correlator {
                         .or_insert_with(|| Group {
                             records: Vec::new(),
                             kinds: Vec::new(),
+                            first: now,
                             last: now,
                         });
                     if g.records.len() < MAX_PER_GROUP {
@@ -232,6 +237,7 @@ impl Correlator {
                                 Group {
                                     records: vec![other.record, l.record],
                                     kinds: vec![JoinKind::Fingerprint, JoinKind::Fingerprint],
+                                    first: now,
                                     last: now,
                                 },
                             );
@@ -240,10 +246,11 @@ impl Correlator {
                     }
                 }
             }
+            let old = |t: Instant| now.saturating_duration_since(t) >= self.config.max_age;
             let ready: Vec<Key> = st
                 .groups
                 .iter()
-                .filter(|(_, g)| settled(g.last))
+                .filter(|(_, g)| settled(g.last) || old(g.first))
                 .map(|(k, _)| *k)
                 .collect();
             for k in ready {

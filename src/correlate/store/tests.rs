@@ -43,6 +43,7 @@ impl Collect {
 
 const CFG: CorrelationConfig = CorrelationConfig {
     settle: Duration::from_millis(100),
+    max_age: Duration::from_secs(60),
     max_groups: 100,
     fingerprint_window: Duration::from_secs(5),
     max_events: 64,
@@ -221,4 +222,31 @@ fn memory_is_bounded_and_evictions_counted() {
     }
     assert_eq!(c.pending(), 6);
     assert_eq!(sink.count("evicted"), 14);
+}
+
+#[test]
+fn a_group_that_keeps_growing_is_resolved_at_its_max_age() {
+    let (c, sink, b) = setup();
+    let t = Some(TraceParent::generate());
+    // A record every 50 ms never lets the group settle (100 ms) ...
+    for i in 0..30u64 {
+        c.submit(
+            rec(
+                b,
+                &format!("t{i}"),
+                Boundary::Gateway,
+                i * 50,
+                i * 50 + 10,
+                t,
+                None,
+            ),
+            b + ms(i * 50),
+        );
+        c.sweep(b + ms(i * 50 + 1));
+    }
+    assert_eq!(c.pending(), 30);
+    // ... until its first record is older than max_age.
+    c.sweep(b + Duration::from_secs(61));
+    assert_eq!(c.pending(), 0);
+    assert_eq!(sink.count("joined_trace"), 30);
 }

@@ -478,3 +478,34 @@ fn large_request_bodies_are_handed_back_for_parsing_elsewhere() {
         .prompt_bytes
         .is_some_and(|n| n > crate::record::INLINE_PARSE_BYTES as u64));
 }
+
+#[test]
+fn guardrail_taps_read_a_verdict_and_failed_calls_are_errors() {
+    let t0 = Instant::now();
+    let answer = br#"{"results":[{"flagged":true}]}"#;
+    let mut m = Meter::new(t0, SystemTime::now(), LIMITS).with_verdict(true);
+    m.request_head("/v1/moderations", None, None);
+    m.response_head(t0, 200, Some(b"application/json"), None, None);
+    m.response_body(t0, answer, &mut ());
+    m.response_end(t0);
+    let r = m.finish(t0, TransportEnd::Complete);
+    assert_eq!(r.verdict, Some(Verdict::Flagged));
+    assert_eq!(r.outcome, Outcome::Ok);
+
+    let mut m = Meter::new(t0, SystemTime::now(), LIMITS).with_verdict(true);
+    m.request_head("/v1/moderations", None, None);
+    let r = m.finish(t0, TransportEnd::Upstream(ErrorType::ReadTimeout));
+    assert_eq!(
+        r.verdict,
+        Some(Verdict::Error),
+        "a timed-out guardrail call"
+    );
+
+    let mut m = Meter::new(t0, SystemTime::now(), LIMITS);
+    m.request_head("/v1/moderations", None, None);
+    assert_eq!(
+        m.finish(t0, TransportEnd::Complete).verdict,
+        None,
+        "only guardrail taps read verdicts"
+    );
+}
