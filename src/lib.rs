@@ -25,3 +25,4 @@ pub mod trace;
 
 #[cfg(test)]
 mod alloc_tests;
+pub mod otlp;

@@ -4,13 +4,37 @@ use clap::Parser;
 use tokentap::cli::{self, Cli};
 use tracing_subscriber::EnvFilter;
 
+/// Crates whose debug and trace logs print request headers (credentials):
+/// capped at `warn` whatever the filter asks for.
+const CAPPED: &[&str] = &[
+    "pingora",
+    "pingora_core",
+    "pingora_proxy",
+    "pingora_pool",
+    "pingora_http",
+    "h2",
+    "hyper",
+    "hyper_util",
+    "reqwest",
+];
+
+fn filter(spec: &str) -> EnvFilter {
+    let mut f = EnvFilter::try_new(spec).unwrap_or_else(|_| EnvFilter::new("info"));
+    for target in CAPPED {
+        // A directive for the same target replaces the user's one.
+        if let Ok(d) = format!("{target}=warn").parse() {
+            f = f.add_directive(d);
+        }
+    }
+    f
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log.clone());
+    let spec = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log.clone());
     // pingora reports through `log`; the subscriber bridges it into tracing.
-    let filter = format!("{filter},pingora_core=warn,pingora_proxy=warn");
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_new(&filter).unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(filter(&spec))
         .with_writer(std::io::stderr)
         .init();
     match cli::run(cli) {

@@ -15,6 +15,7 @@ use crate::correlate::{AttributionSink, Correlator};
 use crate::metrics::attribution::CorrelationMetrics;
 use crate::metrics::Metrics;
 use crate::observe::Hooks;
+use crate::otlp::Otlp;
 use crate::proxy::{Tap, TapProxy};
 use async_trait::async_trait;
 use pingora::apps::HttpServerOptions;
@@ -43,6 +44,8 @@ pub enum StartError {
     NotReady(Duration),
     #[error("cannot start the server thread: {0}")]
     Thread(std::io::Error),
+    #[error("{0}")]
+    Otlp(#[from] crate::otlp::OtlpError),
 }
 
 /// Checks that every listen address can be bound right now.
@@ -62,18 +65,41 @@ pub struct Built {
     pub server: Server,
     pub metrics: Arc<Metrics>,
     pub ready: Readiness,
+    /// Flushed after the server stopped (bounded).
+    pub otlp: Option<Otlp>,
 }
 
 /// Builds (does not start) the server.
 pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
     check_listeners(config)?;
-    let metrics = Arc::new(Metrics::new(config.max_models)?);
+    let mut metrics = Metrics::new(config.max_models)?;
+    let mut otlp = None;
+    let mut span_events = 0;
+    if let Some(cfg) = &config.otlp {
+        let providers = config
+            .taps
+            .iter()
+            .filter_map(|t| Some((t.name.clone(), t.provider.clone()?)))
+            .collect();
+        let (o, instruments) = Otlp::start(cfg, &metrics.prom, providers)?;
+        if let Some(i) = instruments {
+            metrics = metrics.with_otel(i);
+        }
+        span_events = if cfg.span_events {
+            cfg.max_span_events
+        } else {
+            0
+        };
+        otlp = Some(o);
+    }
+    let metrics = Arc::new(metrics);
+    let spans = otlp.as_ref().and_then(Otlp::spans);
     let ready = Readiness::default();
     let correlator = match config.correlation {
         None => None,
         Some(cfg) => {
             let mut sinks: Vec<Arc<dyn AttributionSink>> =
-                vec![Arc::new(CorrelationMetrics::new(metrics.prom.clone()))];
+                vec![Arc::new(CorrelationMetrics::new(metrics.clone()))];
             sinks.extend(hooks.attributions.iter().cloned());
             let c = Correlator::new(cfg, sinks);
             c.start_sweeper().map_err(StartError::Thread)?;
@@ -96,6 +122,8 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
             metrics.clone(),
             hooks.clone(),
             correlator.clone(),
+            spans.clone(),
+            span_events,
         ));
         let mut opts = HttpServerOptions::default();
         opts.h2c = tap_cfg.h2c;
@@ -118,6 +146,7 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
         server,
         metrics,
         ready,
+        otlp,
     })
 }
 
@@ -167,7 +196,13 @@ pub fn run(config: &Config, hooks: Hooks) -> Result<(), StartError> {
             }
         })
         .map_err(StartError::Thread)?;
+    let otlp = built.otlp;
     built.server.run(RunArgs::default());
+    if let Some(o) = otlp {
+        if !o.shutdown() {
+            tracing::warn!("OTLP flush did not finish within its bound; the rest is dropped");
+        }
+    }
     Ok(())
 }
 
@@ -177,6 +212,9 @@ pub struct Running {
     pub ready: Readiness,
     stop: watch::Sender<Option<StopKind>>,
     thread: Option<JoinHandle<()>>,
+    otlp: Option<Otlp>,
+    /// Whether the OTLP flush at stop finished within its bound.
+    pub otlp_flushed: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -209,6 +247,7 @@ pub fn spawn(config: &Config, hooks: Hooks) -> Result<Running, StartError> {
         server,
         metrics,
         ready,
+        otlp,
     } = build(config, hooks)?;
     let (stop, rx) = watch::channel(None);
     let thread = std::thread::Builder::new()
@@ -225,6 +264,8 @@ pub fn spawn(config: &Config, hooks: Hooks) -> Result<Running, StartError> {
         ready,
         stop,
         thread: Some(thread),
+        otlp,
+        otlp_flushed: None,
     };
     if !wait_listening(config, limit) {
         running.stop();
@@ -250,6 +291,9 @@ impl Running {
         let _ = self.stop.send(Some(kind));
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if let Some(o) = self.otlp.take() {
+            self.otlp_flushed = Some(o.shutdown());
         }
     }
 }

@@ -18,7 +18,59 @@ pub struct FileConfig {
     pub server: ServerFile,
     #[serde(default)]
     pub correlation: CorrelationFile,
+    /// OTLP export (off when absent, unless OTEL_EXPORTER_OTLP_* asks).
+    #[serde(default)]
+    pub otlp: Option<OtlpFile>,
     pub taps: Vec<TapFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtlpFile {
+    /// Base URL of the collector's OTLP/HTTP receiver (`/v1/traces` and
+    /// `/v1/metrics` are appended). Default: OTEL_EXPORTER_OTLP_ENDPOINT, else
+    /// http://localhost:4318.
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// Extra request headers (`${VAR}` is replaced from the environment).
+    #[serde(default)]
+    pub headers: std::collections::BTreeMap<String, String>,
+    #[serde(default = "yes")]
+    pub traces: bool,
+    #[serde(default = "yes")]
+    pub metrics: bool,
+    /// Metric export interval. Default: OTEL_METRIC_EXPORT_INTERVAL, else 60 s.
+    #[serde(default)]
+    pub interval_seconds: Option<f64>,
+    /// Per export. Default: OTEL_EXPORTER_OTLP_TIMEOUT, else 3 s.
+    #[serde(default)]
+    pub timeout_seconds: Option<f64>,
+    /// Spans waiting for export at most; beyond, spans are dropped (counted).
+    #[serde(default = "queue_default")]
+    pub queue_spans: usize,
+    #[serde(default = "batch_default")]
+    pub batch_spans: usize,
+    /// Longest flush at shutdown.
+    #[serde(default = "five_f")]
+    pub shutdown_seconds: f64,
+    /// `service.name` (default: OTEL_SERVICE_NAME, else tokentap).
+    #[serde(default)]
+    pub service_name: Option<String>,
+    /// One span event per token-bearing event.
+    #[serde(default)]
+    pub span_events: bool,
+    #[serde(default = "span_events_default")]
+    pub max_span_events: usize,
+}
+
+fn queue_default() -> usize {
+    2048
+}
+fn batch_default() -> usize {
+    512
+}
+fn span_events_default() -> usize {
+    128
 }
 
 #[derive(Debug, Deserialize)]
@@ -191,6 +243,9 @@ pub struct TapFile {
     /// Guardrail taps: the hop's name (label `hop`); default the tap name.
     #[serde(default)]
     pub hop: Option<String>,
+    /// `gen_ai.provider.name` for OTLP (e.g. `openai`, `vllm`); unset: omitted.
+    #[serde(default)]
+    pub provider: Option<String>,
     /// Accept HTTP/2 without TLS (prior knowledge) from clients.
     #[serde(default = "yes")]
     pub h2c: bool,

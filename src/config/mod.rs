@@ -11,9 +11,10 @@ pub mod file;
 
 use crate::correlate::CorrelationConfig;
 use crate::decode::sse::SseLimits;
+use crate::otlp::OtlpConfig;
 use crate::record::MeterLimits;
 use crate::trace::TraceMode;
-use file::{BoundaryFile, CorrelationFile, FileConfig, TapFile, TraceModeFile};
+use file::{BoundaryFile, CorrelationFile, FileConfig, OtlpFile, TapFile, TraceModeFile};
 use std::collections::HashSet;
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -79,6 +80,8 @@ pub struct Config {
     pub shutdown_timeout: Duration,
     /// Joining the records of this process's taps (`None`: off).
     pub correlation: Option<CorrelationConfig>,
+    /// OTLP export (`None`: off).
+    pub otlp: Option<OtlpConfig>,
     pub taps: Vec<TapConfig>,
 }
 
@@ -89,6 +92,8 @@ pub struct TapConfig {
     pub boundary: Boundary,
     /// Guardrail taps: the hop name (label `hop`).
     pub hop: Option<Arc<str>>,
+    /// `gen_ai.provider.name` (OTLP).
+    pub provider: Option<Arc<str>>,
     pub trace: TraceMode,
     pub listen: SocketAddr,
     pub upstream: Upstream,
@@ -181,8 +186,10 @@ fn validate(f: FileConfig, base: &Path) -> Result<Config, ConfigError> {
         taps.push(tap);
     }
     let correlation = correlation(&f.correlation, taps.len())?;
+    let otlp = otlp(f.otlp.as_ref())?;
     Ok(Config {
         correlation,
+        otlp,
         admin_listen,
         max_models: f.metrics.max_models,
         threads: f.server.threads,
@@ -232,6 +239,97 @@ fn correlation(c: &CorrelationFile, taps: usize) -> Result<Option<CorrelationCon
     Ok(c.enabled.unwrap_or(taps >= 2).then_some(cfg))
 }
 
+fn otlp(o: Option<&OtlpFile>) -> Result<Option<OtlpConfig>, ConfigError> {
+    let env_timeout = std::env::var("OTEL_EXPORTER_OTLP_TIMEOUT").is_ok();
+    let mut cfg = OtlpConfig {
+        timeout: (!env_timeout).then_some(Duration::from_secs(3)),
+        ..OtlpConfig::default()
+    };
+    let Some(o) = o else {
+        return Ok(if OtlpConfig::env_enabled() {
+            cfg.with_env_switches()
+        } else {
+            None
+        });
+    };
+    let secs = |k: &str, v: f64, max: f64| -> Result<Duration, ConfigError> {
+        if v.is_finite() && v > 0.0 && v <= max {
+            Ok(Duration::from_secs_f64(v))
+        } else {
+            Err(err(
+                format!("otlp.{k}"),
+                format!("{v} is not a number of seconds in (0, {max}]"),
+            ))
+        }
+    };
+    if let Some(e) = &o.endpoint {
+        let uri: http::Uri = e
+            .parse()
+            .map_err(|x| err("otlp.endpoint", format!("`{e}` is not a URL: {x}")))?;
+        if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+            return Err(err(
+                "otlp.endpoint",
+                format!("`{e}`: expected http(s)://host:port"),
+            ));
+        }
+        cfg.endpoint = Some(e.clone());
+    }
+    for (k, v) in &o.headers {
+        let value = interpolate(v).map_err(|m| err(format!("otlp.headers.{k}"), m))?;
+        if http::HeaderName::from_bytes(k.as_bytes()).is_err()
+            || http::HeaderValue::from_str(&value).is_err()
+        {
+            return Err(err(format!("otlp.headers.{k}"), "not a valid HTTP header"));
+        }
+        cfg.headers.insert(k.clone(), value);
+    }
+    cfg.traces = o.traces;
+    cfg.metrics = o.metrics;
+    if let Some(i) = o.interval_seconds {
+        cfg.interval = Some(secs("interval_seconds", i, 3600.0)?);
+    }
+    if let Some(t) = o.timeout_seconds {
+        cfg.timeout = Some(secs("timeout_seconds", t, 600.0)?);
+    }
+    if o.queue_spans == 0 || o.queue_spans > 1_000_000 {
+        return Err(err("otlp.queue_spans", "must be in 1..=1000000"));
+    }
+    if o.batch_spans == 0 || o.batch_spans > o.queue_spans {
+        return Err(err("otlp.batch_spans", "must be in 1..=queue_spans"));
+    }
+    cfg.queue_spans = o.queue_spans;
+    cfg.batch_spans = o.batch_spans;
+    cfg.shutdown = secs("shutdown_seconds", o.shutdown_seconds, 600.0)?;
+    cfg.service_name = o.service_name.clone();
+    cfg.span_events = o.span_events;
+    if o.max_span_events > 65_536 {
+        return Err(err("otlp.max_span_events", "must be at most 65536"));
+    }
+    cfg.max_span_events = o.max_span_events;
+    Ok(cfg.with_env_switches())
+}
+
+/// Replaces `${VAR}` with the environment's value (secrets stay out of
+/// config files); an unset variable is an error.
+fn interpolate(s: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(start) = rest.find("${") {
+        out.push_str(rest.get(..start).unwrap_or_default());
+        let after = rest.get(start + 2..).unwrap_or_default();
+        let end = after
+            .find('}')
+            .ok_or_else(|| format!("unclosed `${{` in `{s}`"))?;
+        let name = after.get(..end).unwrap_or_default();
+        let value =
+            std::env::var(name).map_err(|_| format!("environment variable `{name}` is not set"))?;
+        out.push_str(&value);
+        rest = after.get(end + 1..).unwrap_or_default();
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
 /// Tap and hop names become label values: short, plain.
 fn label_name(key: &str, what: &str, s: &str) -> Result<Arc<str>, ConfigError> {
     let name = s.trim();
@@ -268,6 +366,11 @@ fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapConfig, Config
         }
         (_, None) => None,
     };
+    let provider = t
+        .provider
+        .as_deref()
+        .map(|p| label_name(&format!("{key}.provider"), "provider", p))
+        .transpose()?;
     let trace = match (t.trace, boundary) {
         (Some(TraceModeFile::Propagate), _) => TraceMode::Propagate,
         (Some(TraceModeFile::Create), _) => TraceMode::Create,
@@ -314,6 +417,7 @@ fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapConfig, Config
         name,
         boundary,
         hop,
+        provider,
         trace,
         listen,
         upstream,

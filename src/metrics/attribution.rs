@@ -3,20 +3,23 @@
 //! and exposure, and the correlation counters. Label values are tap and hop
 //! names from the config, and fixed enums.
 
-use super::prom::PromMetrics;
+use super::{table, Metrics};
 use crate::correlate::{AttributionSink, Joined, Resolution};
+use std::sync::Arc;
 
 pub struct CorrelationMetrics {
-    prom: PromMetrics,
+    metrics: Arc<Metrics>,
 }
 
 impl CorrelationMetrics {
     /// Also creates the `tokentap_correlation_total` series at 0.
-    pub fn new(prom: PromMetrics) -> Self {
-        for r in Joined::ALL {
-            prom.correlation.with_label_values(&[r.as_str()]);
+    pub fn new(metrics: Arc<Metrics>) -> Self {
+        if let Some(c) = metrics.prom.counter(&table::CORRELATION) {
+            for r in Joined::ALL {
+                c.with_label_values(&[r.as_str()]);
+            }
         }
-        CorrelationMetrics { prom }
+        CorrelationMetrics { metrics }
     }
 }
 
@@ -28,7 +31,7 @@ fn non_negative(v: f64) -> f64 {
 
 impl AttributionSink for CorrelationMetrics {
     fn resolved(&self, r: &Resolution) {
-        let p = &self.prom;
+        let m = &self.metrics;
         for pair in &r.pairs {
             let (o, i) = (&*pair.outer, &*pair.inner);
             let phases = [
@@ -39,49 +42,48 @@ impl AttributionSink for CorrelationMetrics {
             ];
             for (phase, v) in phases {
                 if let Some(v) = v {
-                    p.boundary_overhead
-                        .with_label_values(&[o, i, phase])
-                        .observe(non_negative(v));
+                    m.observe(&table::BOUNDARY_OVERHEAD, &[o, i, phase], non_negative(v));
                 }
             }
-            let relay = p.relay_delay.with_label_values(&[o, i]);
             for d in &pair.relay_delays {
-                relay.observe(non_negative(*d));
+                m.observe(&table::RELAY_DELAY, &[o, i], non_negative(*d));
             }
-            let jitter = p.added_jitter.with_label_values(&[o, i]);
             for j in &pair.added_jitter {
-                jitter.observe(*j);
+                m.observe(&table::ADDED_JITTER, &[o, i], *j);
             }
             if let Some(share) = pair.buffered_share {
-                p.buffered_share.with_label_values(&[o, i]).observe(share);
+                m.observe(&table::BUFFERED_SHARE, &[o, i], share);
             }
             if pair.buffered {
-                p.stream_buffered.with_label_values(&[o, i]).inc();
+                m.add(&table::STREAM_BUFFERED, &[o, i], 1);
             }
             if pair.token_mismatch.is_some() {
-                p.token_mismatch.with_label_values(&[o, i]).inc();
+                m.add(&table::TOKEN_MISMATCH, &[o, i], 1);
             }
         }
         for h in &r.hops {
             let phase = h.phase.as_str();
-            p.guardrail_duration
-                .with_label_values(&[&*h.hop, phase])
-                .observe(h.duration.as_secs_f64());
-            p.guardrail_calls
-                .with_label_values(&[&*h.hop, phase, h.verdict.as_str()])
-                .inc();
+            m.observe(
+                &table::GUARDRAIL_DURATION,
+                &[&*h.hop, phase],
+                h.duration.as_secs_f64(),
+            );
+            m.add(
+                &table::GUARDRAIL_CALLS,
+                &[&*h.hop, phase, h.verdict.as_str()],
+                1,
+            );
         }
         for e in &r.exposure {
-            p.guardrail_exposed
-                .with_label_values(&[&*e.owner, e.phase.as_str()])
-                .observe(e.exposed.as_secs_f64());
+            m.observe(
+                &table::GUARDRAIL_EXPOSED,
+                &[&*e.owner, e.phase.as_str()],
+                e.exposed.as_secs_f64(),
+            );
         }
     }
 
     fn counted(&self, result: Joined, n: u64) {
-        self.prom
-            .correlation
-            .with_label_values(&[result.as_str()])
-            .inc_by(n);
+        self.metrics.add(&table::CORRELATION, &[result.as_str()], n);
     }
 }

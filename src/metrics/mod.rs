@@ -1,23 +1,31 @@
-//! Metrics: the canonical table, the Prometheus registry, bounded labels, and
-//! the two places measurements enter them: `TapSink` per token-bearing event
-//! (a histogram observation, nothing else) and `Metrics::record` once per
-//! finished request.
+//! Metrics: the canonical table, the Prometheus registry, the OpenTelemetry
+//! instruments, bounded labels, and the places measurements enter them:
+//! `TapSink` per token-bearing event (histogram observations, nothing else),
+//! `Metrics::record` once per finished request, and `attribution` for what
+//! the correlator concludes. Every observation goes to both exports through
+//! `Metrics::observe` / `Metrics::add`, named by its `MetricDef`.
 
 pub mod attribution;
 pub mod labels;
+pub mod otel;
 pub mod prom;
 pub mod table;
 
 use crate::observe::EventObserver;
 use crate::record::{MeasureError, RequestRecord, TokenEvent, TokenSink};
 use labels::{ModelLabel, ModelLabels};
+use opentelemetry::KeyValue;
+use otel::{Instrument, OtelMetrics};
 use prom::PromMetrics;
 use prometheus::{Histogram, IntGauge};
 use std::sync::Arc;
+use table::MetricDef;
 
 /// All metric state of a process.
 pub struct Metrics {
     pub prom: PromMetrics,
+    /// Present when OTLP metrics are on.
+    pub otel: Option<OtelMetrics>,
     pub models: ModelLabels,
 }
 
@@ -36,104 +44,154 @@ fn bool_str(b: bool) -> &'static str {
     }
 }
 
-impl Metrics {
-    pub fn new(max_models: usize) -> prometheus::Result<Self> {
-        let prom = PromMetrics::new()?;
-        prom.label_overflow.with_label_values(&["model"]);
-        Ok(Metrics {
-            prom,
-            models: ModelLabels::new(max_models),
-        })
+/// A tap's in-flight gauge in both exports (resolved once per tap).
+#[derive(Clone)]
+pub struct InFlight {
+    prom: Option<IntGauge>,
+    otel: Option<(opentelemetry::metrics::UpDownCounter<i64>, Vec<KeyValue>)>,
+}
+
+impl InFlight {
+    pub fn add(&self, d: i64) {
+        if let Some(g) = &self.prom {
+            g.add(d);
+        }
+        if let Some((u, attrs)) = &self.otel {
+            u.add(d, attrs);
+        }
     }
 
-    /// The in-flight gauge of a tap (resolved once per tap). Also creates
-    /// the tap's series whose label values are all known in advance, at 0,
-    /// so that dashboards and `rate()` see them before the first event.
-    pub fn in_flight(&self, tap: &TapLabels) -> IntGauge {
-        for reason in MeasureError::ALL {
-            self.prom.measurement_errors.with_label_values(&[
-                &*tap.tap,
-                tap.boundary,
-                reason.as_str(),
-            ]);
+    /// The Prometheus value (the demo and tests read it).
+    pub fn get(&self) -> i64 {
+        self.prom.as_ref().map_or(0, IntGauge::get)
+    }
+}
+
+impl Metrics {
+    pub fn new(max_models: usize) -> prometheus::Result<Self> {
+        let m = Metrics {
+            prom: PromMetrics::new()?,
+            otel: None,
+            models: ModelLabels::new(max_models),
+        };
+        if let Some(c) = m.prom.counter(&table::LABEL_OVERFLOW) {
+            c.with_label_values(&["model"]);
         }
-        self.prom
-            .in_flight
-            .with_label_values(&[&*tap.tap, tap.boundary])
+        Ok(m)
+    }
+
+    /// Also records into OpenTelemetry instruments.
+    pub fn with_otel(mut self, otel: OtelMetrics) -> Self {
+        self.otel = Some(otel);
+        self
+    }
+
+    /// One histogram observation in both exports.
+    pub fn observe(&self, def: &MetricDef, labels: &[&str], v: f64) {
+        if let Some(h) = self.prom.histogram(def) {
+            h.with_label_values(labels).observe(v);
+        }
+        if let Some(o) = &self.otel {
+            o.observe(def, labels, v);
+        }
+    }
+
+    /// A counter increment in both exports.
+    pub fn add(&self, def: &MetricDef, labels: &[&str], n: u64) {
+        if let Some(c) = self.prom.counter(def) {
+            c.with_label_values(labels).inc_by(n);
+        }
+        if let Some(o) = &self.otel {
+            o.add(def, labels, n);
+        }
+    }
+
+    /// The in-flight gauge of a tap. Also creates the tap's series whose
+    /// label values are all known in advance, at 0, so that dashboards and
+    /// `rate()` see them before the first event.
+    pub fn in_flight(&self, tap: &TapLabels) -> InFlight {
+        if let Some(c) = self.prom.counter(&table::MEASUREMENT_ERRORS) {
+            for reason in MeasureError::ALL {
+                c.with_label_values(&[&*tap.tap, tap.boundary, reason.as_str()]);
+            }
+        }
+        let labels = [&*tap.tap, tap.boundary];
+        let prom = self
+            .prom
+            .gauge(&table::IN_FLIGHT)
+            .map(|g| g.with_label_values(&labels));
+        let otel = self
+            .otel
+            .as_ref()
+            .and_then(|o| match o.instrument(&table::IN_FLIGHT) {
+                Some(Instrument::UpDown(u)) => {
+                    Some((u.clone(), o.attributes(&table::IN_FLIGHT, &labels)))
+                }
+                _ => None,
+            });
+        InFlight { prom, otel }
     }
 
     /// Resolves the model label of a request (counting an overflow once).
     pub fn model_label(&self, raw: Option<&str>) -> ModelLabel {
         let label = self.models.label(raw);
         if label.overflowed {
-            self.prom.label_overflow.with_label_values(&["model"]).inc();
+            self.add(&table::LABEL_OVERFLOW, &["model"], 1);
         }
         label
     }
 
     /// Everything observed once per request, at its end.
     pub fn record(&self, tap: &TapLabels, model: &ModelLabel, r: &RequestRecord) {
-        let p = &self.prom;
         let (t, b, m) = (&*tap.tap, tap.boundary, &*model.value);
         let op = r.operation.as_str();
         let stream = bool_str(r.stream);
         let outcome = r.outcome.as_str();
-        p.requests
-            .with_label_values(&[t, b, m, op, stream, outcome])
-            .inc();
-        p.request_duration
-            .with_label_values(&[t, b, m, op, stream, outcome])
-            .observe(r.e2e.as_secs_f64());
+        self.add(&table::REQUESTS, &[t, b, m, op, stream, outcome], 1);
+        self.observe(
+            &table::REQUEST_DURATION,
+            &[t, b, m, op, stream, outcome],
+            r.e2e.as_secs_f64(),
+        );
         if let Some(ttfb) = r.ttfb {
-            p.ttfb
-                .with_label_values(&[t, b, m, op, stream])
-                .observe(ttfb.as_secs_f64());
+            self.observe(&table::TTFB, &[t, b, m, op, stream], ttfb.as_secs_f64());
         }
         if r.stream {
             let per_model = [t, b, m, op];
-            for (h, v) in [
-                (&p.ttft, r.ttft),
-                (&p.ttft_visible, r.ttft_visible),
-                (&p.time_to_first_event, r.time_to_first_event),
-                (&p.tpot, r.tpot),
+            for (def, v) in [
+                (&table::TTFT, r.ttft),
+                (&table::TTFT_VISIBLE, r.ttft_visible),
+                (&table::TIME_TO_FIRST_EVENT, r.time_to_first_event),
+                (&table::TPOT, r.tpot),
             ] {
                 if let Some(v) = v {
-                    h.with_label_values(&per_model).observe(v.as_secs_f64());
+                    self.observe(def, &per_model, v.as_secs_f64());
                 }
             }
         }
         if let Some(n) = r.input_tokens {
-            p.token_usage
-                .with_label_values(&[t, b, m, op, "input"])
-                .observe(n as f64);
-            p.input_tokens.with_label_values(&[t, b, m, op]).inc_by(n);
+            self.observe(&table::TOKEN_USAGE, &[t, b, m, op, "input"], n as f64);
+            self.add(&table::INPUT_TOKENS, &[t, b, m, op], n);
         }
         if let (Some(n), Some(src)) = (r.output_tokens, r.output_source) {
-            p.token_usage
-                .with_label_values(&[t, b, m, op, "output"])
-                .observe(n as f64);
-            p.output_tokens
-                .with_label_values(&[t, b, m, op, src.as_str()])
-                .inc_by(n);
+            self.observe(&table::TOKEN_USAGE, &[t, b, m, op, "output"], n as f64);
+            self.add(&table::OUTPUT_TOKENS, &[t, b, m, op, src.as_str()], n);
         }
         if let Some(n) = r.cached_tokens {
-            p.cached_tokens.with_label_values(&[t, b, m, op]).inc_by(n);
+            self.add(&table::CACHED_TOKENS, &[t, b, m, op], n);
         }
         if let Some(n) = r.reasoning_tokens {
-            p.reasoning_tokens
-                .with_label_values(&[t, b, m, op])
-                .inc_by(n);
+            self.add(&table::REASONING_TOKENS, &[t, b, m, op], n);
         }
         if let Some(e) = r.measure_error {
-            p.measurement_errors
-                .with_label_values(&[t, b, e.as_str()])
-                .inc();
+            self.add(&table::MEASUREMENT_ERRORS, &[t, b, e.as_str()], 1);
         }
     }
 }
 
-/// The per-request sink the proxy gives the `Meter`: resolves the model
-/// label at the first token-bearing event, then only observes histograms.
+/// The per-request sink the proxy gives the `Meter`: resolves the labels
+/// (at the response headers, or at the first token event when the request
+/// named no model), then only observes histograms.
 pub struct TapSink {
     metrics: Arc<Metrics>,
     tap: TapLabels,
@@ -143,17 +201,48 @@ pub struct TapSink {
     offsets: Option<Offsets>,
 }
 
-/// Token-event times of one request (µs from its start), for attribution;
-/// the capacity is reserved up front so recording never allocates.
+/// Token-event times of one request (µs from its start), for attribution
+/// and span events; the capacity is reserved up front so recording never
+/// allocates.
 pub struct Offsets {
     pub micros: Vec<u32>,
     pub truncated: bool,
 }
 
+/// A histogram child in both exports, attributes built once per request.
+struct Handle {
+    prom: Option<Histogram>,
+    otel: Option<(opentelemetry::metrics::Histogram<f64>, Vec<KeyValue>)>,
+}
+
+impl Handle {
+    fn new(metrics: &Metrics, def: &MetricDef, labels: &[&str]) -> Handle {
+        Handle {
+            prom: metrics
+                .prom
+                .histogram(def)
+                .map(|h| h.with_label_values(labels)),
+            otel: metrics.otel.as_ref().and_then(|o| match o.instrument(def) {
+                Some(Instrument::Histogram(h)) => Some((h.clone(), o.attributes(def, labels))),
+                _ => None,
+            }),
+        }
+    }
+
+    fn observe(&self, v: f64) {
+        if let Some(h) = &self.prom {
+            h.observe(v);
+        }
+        if let Some((h, attrs)) = &self.otel {
+            h.record(v, attrs);
+        }
+    }
+}
+
 struct Resolved {
     model: ModelLabel,
-    itl: Histogram,
-    tokens_per_event: Histogram,
+    itl: Handle,
+    tokens_per_event: Handle,
 }
 
 impl TapSink {
@@ -172,7 +261,7 @@ impl TapSink {
         }
     }
 
-    /// Keeps the time of up to `cap` token events (for the correlator).
+    /// Keeps the time of up to `cap` token events.
     pub fn keep_offsets(&mut self, cap: usize) {
         self.offsets = (cap > 0).then(|| Offsets {
             micros: Vec::with_capacity(cap),
@@ -197,17 +286,17 @@ impl TapSink {
         let tap = &self.tap;
         self.resolved.get_or_insert_with(|| {
             let model = metrics.model_label(raw_model);
-            let values = [&*tap.tap, tap.boundary, &*model.value, operation];
+            let labels = [&*tap.tap, tap.boundary, &*model.value, operation];
             Resolved {
-                itl: metrics.prom.itl.with_label_values(&values),
-                tokens_per_event: metrics.prom.tokens_per_event.with_label_values(&values),
+                itl: Handle::new(metrics, &table::ITL, &labels),
+                tokens_per_event: Handle::new(metrics, &table::TOKENS_PER_EVENT, &labels),
                 model,
             }
         })
     }
 
     /// Resolves the labels before the first response piece when the request
-    /// named its model, so the per-chunk path then takes no lock at all
+    /// named its model, so the per-chunk path then takes no lock of ours
     /// (only requests without a model resolve at their first token event,
     /// from the model the response names).
     pub fn prepare(&mut self, requested_model: Option<&str>, operation: &str) {

@@ -1,105 +1,80 @@
-//! The Prometheus side: an explicit `Registry` and typed handles built from
-//! the canonical table. No global registry, no metric names at call sites.
+//! The Prometheus side: an explicit `Registry` holding one family per entry
+//! of the canonical table, built by walking the table. No global registry;
+//! call sites name a `MetricDef`, never a string.
 
 use super::table::{self, Kind, MetricDef};
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
+use std::collections::HashMap;
+
+#[derive(Clone)]
+pub enum Family {
+    Histogram(HistogramVec),
+    Counter(IntCounterVec),
+    Gauge(IntGaugeVec),
+}
 
 /// Every tokentap metric, registered once into one registry.
 #[derive(Clone)]
 pub struct PromMetrics {
     pub registry: Registry,
-    pub ttft: HistogramVec,
-    pub ttft_visible: HistogramVec,
-    pub ttfb: HistogramVec,
-    pub time_to_first_event: HistogramVec,
-    pub tpot: HistogramVec,
-    pub request_duration: HistogramVec,
-    pub token_usage: HistogramVec,
-    pub itl: HistogramVec,
-    pub tokens_per_event: HistogramVec,
-    pub requests: IntCounterVec,
-    pub in_flight: IntGaugeVec,
-    pub input_tokens: IntCounterVec,
-    pub output_tokens: IntCounterVec,
-    pub cached_tokens: IntCounterVec,
-    pub reasoning_tokens: IntCounterVec,
-    pub measurement_errors: IntCounterVec,
-    pub label_overflow: IntCounterVec,
-    pub boundary_overhead: HistogramVec,
-    pub relay_delay: HistogramVec,
-    pub added_jitter: HistogramVec,
-    pub stream_buffered: IntCounterVec,
-    pub buffered_share: HistogramVec,
-    pub token_mismatch: IntCounterVec,
-    pub guardrail_duration: HistogramVec,
-    pub guardrail_calls: IntCounterVec,
-    pub guardrail_exposed: HistogramVec,
-    pub correlation: IntCounterVec,
+    families: HashMap<&'static str, Family>,
 }
 
-fn label_names(def: &MetricDef) -> Vec<&'static str> {
-    def.labels.iter().map(|l| l.as_str()).collect()
-}
-
-fn histogram(r: &Registry, def: &MetricDef) -> prometheus::Result<HistogramVec> {
-    debug_assert_eq!(def.kind, Kind::Histogram);
-    let opts = HistogramOpts::new(def.name, def.help).buckets(def.buckets.to_vec());
-    let h = HistogramVec::new(opts, &label_names(def))?;
-    r.register(Box::new(h.clone()))?;
-    Ok(h)
-}
-
-fn counter(r: &Registry, def: &MetricDef) -> prometheus::Result<IntCounterVec> {
-    debug_assert_eq!(def.kind, Kind::Counter);
-    let c = IntCounterVec::new(Opts::new(def.name, def.help), &label_names(def))?;
-    r.register(Box::new(c.clone()))?;
-    Ok(c)
-}
-
-fn gauge(r: &Registry, def: &MetricDef) -> prometheus::Result<IntGaugeVec> {
-    debug_assert_eq!(def.kind, Kind::Gauge);
-    let g = IntGaugeVec::new(Opts::new(def.name, def.help), &label_names(def))?;
-    r.register(Box::new(g.clone()))?;
-    Ok(g)
+fn family(def: &MetricDef) -> prometheus::Result<Family> {
+    let labels: Vec<&str> = def.labels.iter().map(|l| l.as_str()).collect();
+    Ok(match def.kind {
+        Kind::Histogram => Family::Histogram(HistogramVec::new(
+            HistogramOpts::new(def.name, def.help).buckets(def.buckets.to_vec()),
+            &labels,
+        )?),
+        Kind::Counter => {
+            Family::Counter(IntCounterVec::new(Opts::new(def.name, def.help), &labels)?)
+        }
+        Kind::Gauge => Family::Gauge(IntGaugeVec::new(Opts::new(def.name, def.help), &labels)?),
+    })
 }
 
 impl PromMetrics {
     pub fn new() -> prometheus::Result<Self> {
-        let r = Registry::new();
-        let build = gauge(&r, &table::BUILD_INFO)?;
-        build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
-        Ok(PromMetrics {
-            ttft: histogram(&r, &table::TTFT)?,
-            ttft_visible: histogram(&r, &table::TTFT_VISIBLE)?,
-            ttfb: histogram(&r, &table::TTFB)?,
-            time_to_first_event: histogram(&r, &table::TIME_TO_FIRST_EVENT)?,
-            tpot: histogram(&r, &table::TPOT)?,
-            request_duration: histogram(&r, &table::REQUEST_DURATION)?,
-            token_usage: histogram(&r, &table::TOKEN_USAGE)?,
-            itl: histogram(&r, &table::ITL)?,
-            tokens_per_event: histogram(&r, &table::TOKENS_PER_EVENT)?,
-            requests: counter(&r, &table::REQUESTS)?,
-            in_flight: gauge(&r, &table::IN_FLIGHT)?,
-            input_tokens: counter(&r, &table::INPUT_TOKENS)?,
-            output_tokens: counter(&r, &table::OUTPUT_TOKENS)?,
-            cached_tokens: counter(&r, &table::CACHED_TOKENS)?,
-            reasoning_tokens: counter(&r, &table::REASONING_TOKENS)?,
-            measurement_errors: counter(&r, &table::MEASUREMENT_ERRORS)?,
-            label_overflow: counter(&r, &table::LABEL_OVERFLOW)?,
-            boundary_overhead: histogram(&r, &table::BOUNDARY_OVERHEAD)?,
-            relay_delay: histogram(&r, &table::RELAY_DELAY)?,
-            added_jitter: histogram(&r, &table::ADDED_JITTER)?,
-            stream_buffered: counter(&r, &table::STREAM_BUFFERED)?,
-            buffered_share: histogram(&r, &table::BUFFERED_SHARE)?,
-            token_mismatch: counter(&r, &table::TOKEN_MISMATCH)?,
-            guardrail_duration: histogram(&r, &table::GUARDRAIL_DURATION)?,
-            guardrail_calls: counter(&r, &table::GUARDRAIL_CALLS)?,
-            guardrail_exposed: histogram(&r, &table::GUARDRAIL_EXPOSED)?,
-            correlation: counter(&r, &table::CORRELATION)?,
-            registry: r,
-        })
+        let registry = Registry::new();
+        let mut families = HashMap::new();
+        for def in table::ALL {
+            let f = family(def)?;
+            match &f {
+                Family::Histogram(h) => registry.register(Box::new(h.clone()))?,
+                Family::Counter(c) => registry.register(Box::new(c.clone()))?,
+                Family::Gauge(g) => registry.register(Box::new(g.clone()))?,
+            }
+            families.insert(def.name, f);
+        }
+        let m = PromMetrics { registry, families };
+        if let Some(g) = m.gauge(&table::BUILD_INFO) {
+            g.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        }
+        Ok(m)
+    }
+
+    pub fn histogram(&self, def: &MetricDef) -> Option<&HistogramVec> {
+        match self.families.get(def.name) {
+            Some(Family::Histogram(h)) => Some(h),
+            _ => None,
+        }
+    }
+
+    pub fn counter(&self, def: &MetricDef) -> Option<&IntCounterVec> {
+        match self.families.get(def.name) {
+            Some(Family::Counter(c)) => Some(c),
+            _ => None,
+        }
+    }
+
+    pub fn gauge(&self, def: &MetricDef) -> Option<&IntGaugeVec> {
+        match self.families.get(def.name) {
+            Some(Family::Gauge(g)) => Some(g),
+            _ => None,
+        }
     }
 
     /// The text exposition of everything registered.
@@ -110,5 +85,23 @@ impl PromMetrics {
             buf.clear();
         }
         buf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_table_entry_has_its_family() {
+        let m = PromMetrics::new().unwrap();
+        for def in table::ALL {
+            let found = match def.kind {
+                Kind::Histogram => m.histogram(def).is_some(),
+                Kind::Counter => m.counter(def).is_some(),
+                Kind::Gauge => m.gauge(def).is_some(),
+            };
+            assert!(found, "{}", def.name);
+        }
     }
 }

@@ -71,9 +71,35 @@ pub enum Label {
     GuardPhase,
     Verdict,
     Result,
+    Signal,
 }
 
 impl Label {
+    /// The OpenTelemetry attribute key of this label (GenAI conventions where
+    /// they name one; `tokentap.*` otherwise).
+    pub fn otel_key(self) -> &'static str {
+        match self {
+            Label::Tap => "tokentap.tap",
+            Label::Boundary => "tokentap.boundary",
+            Label::Model => "gen_ai.request.model",
+            Label::Operation => "gen_ai.operation.name",
+            Label::Stream => "gen_ai.request.stream",
+            Label::Outcome => "tokentap.outcome",
+            Label::TokenType => "gen_ai.token.type",
+            Label::Source => "tokentap.token.source",
+            Label::Reason => "tokentap.reason",
+            Label::Label => "tokentap.label",
+            Label::Version => "tokentap.version",
+            Label::Outer => "tokentap.outer",
+            Label::Inner => "tokentap.inner",
+            Label::Phase | Label::GuardPhase => "tokentap.phase",
+            Label::Hop => "tokentap.hop",
+            Label::Verdict => "tokentap.verdict",
+            Label::Result => "tokentap.result",
+            Label::Signal => "tokentap.signal",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Label::Tap => "tap",
@@ -93,6 +119,7 @@ impl Label {
             Label::Hop => "hop",
             Label::Verdict => "verdict",
             Label::Result => "result",
+            Label::Signal => "signal",
         }
     }
 
@@ -116,6 +143,7 @@ impl Label {
             Label::GuardPhase => "`input`, `output`, `unknown` (guardrail metrics)",
             Label::Verdict => "`pass`, `flagged`, `error`, `unknown`",
             Label::Result => "`joined_trace`, `joined_fingerprint`, `unjoined`, `ambiguous`, `evicted`",
+            Label::Signal => "`traces`, `metrics`",
         }
     }
 }
@@ -620,6 +648,34 @@ pub const CORRELATION: MetricDef = MetricDef {
     tests: &[Test::GuardrailOverhead],
 };
 
+pub const OTLP_EXPORTED: MetricDef = MetricDef {
+    name: "tokentap_otlp_exported_total",
+    otel_name: "tokentap.otlp.exported",
+    kind: Kind::Counter,
+    unit: Unit::Info,
+    help: "Spans (traces) and metric data points (metrics) the OTLP collector accepted.",
+    labels: &[L::Signal],
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "after each successful OTLP export (Prometheus only: it reports on OTLP itself)",
+    tests: &[],
+};
+
+pub const OTLP_DROPPED: MetricDef = MetricDef {
+    name: "tokentap_otlp_dropped_total",
+    otel_name: "tokentap.otlp.dropped",
+    kind: Kind::Counter,
+    unit: Unit::Info,
+    help: "Spans (traces) and metric data points (metrics) dropped: span queue full, export failed or timed out. Traffic never waits for OTLP.",
+    labels: &[L::Signal],
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "each span that did not fit the bounded queue; each span or data point of a failed export (Prometheus only)",
+    tests: &[],
+};
+
 /// Every metric, in documentation order.
 pub const ALL: &[&MetricDef] = &[
     &TTFT,
@@ -650,6 +706,8 @@ pub const ALL: &[&MetricDef] = &[
     &GUARDRAIL_CALLS,
     &GUARDRAIL_EXPOSED,
     &CORRELATION,
+    &OTLP_EXPORTED,
+    &OTLP_DROPPED,
 ];
 
 /// Renders the metric reference section of `docs/metrics.md`.
@@ -684,7 +742,9 @@ pub fn render_markdown() -> String {
         };
         out.push_str(&format!("| methodology test | {tests} |\n\n"));
     }
-    out.push_str("### Label values\n\n| label | values |\n|---|---|\n");
+    out.push_str(
+        "### Label values\n\n| label | values | OpenTelemetry attribute |\n|---|---|---|\n",
+    );
     for l in [
         Label::Tap,
         Label::Boundary,
@@ -704,8 +764,14 @@ pub fn render_markdown() -> String {
         Label::GuardPhase,
         Label::Verdict,
         Label::Result,
+        Label::Signal,
     ] {
-        out.push_str(&format!("| `{}` | {} |\n", l.as_str(), l.values()));
+        out.push_str(&format!(
+            "| `{}` | {} | `{}` |\n",
+            l.as_str(),
+            l.values(),
+            l.otel_key()
+        ));
     }
     out
 }

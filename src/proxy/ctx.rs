@@ -5,10 +5,10 @@
 use super::tap::{Tap, TapSettings};
 use crate::config::Boundary;
 use crate::decode::request::{self, NotJson, RequestInfo};
+use crate::metrics::InFlight as TapInFlight;
 use crate::metrics::TapSink;
 use crate::record::Meter;
 use crate::trace::{TraceMode, TraceParent};
-use prometheus::IntGauge;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -29,17 +29,17 @@ pub struct RequestCtx {
 
 /// Decrements the in-flight gauge when the request's context goes away,
 /// whatever path it took.
-struct InFlight(IntGauge);
+struct InFlight(TapInFlight);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.dec();
+        self.0.add(-1);
     }
 }
 
 impl RequestCtx {
     pub fn new(tap: &Tap, now: Instant) -> Self {
-        tap.in_flight.inc();
+        tap.in_flight.add(1);
         let settings = tap.settings();
         let mut sink = TapSink::new(
             tap.metrics.clone(),
@@ -77,7 +77,7 @@ impl RequestCtx {
             }
             (t, _) => t,
         };
-        self.meter.set_trace(trace);
+        self.meter.set_trace(trace, self.inject_trace.is_some());
     }
 
     /// A piece of the request body. A large complete body is parsed on the

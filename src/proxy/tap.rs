@@ -9,13 +9,13 @@ use crate::config::{Boundary, TapConfig};
 use crate::correlate::{Correlator, TapRecord, Verdict};
 use crate::metrics::labels::ModelLabel;
 use crate::metrics::Offsets;
-use crate::metrics::{Metrics, TapLabels};
+use crate::metrics::{InFlight, Metrics, TapLabels};
 use crate::observe::Hooks;
+use crate::otlp::spans::SpanPipeline;
 use crate::record::RequestRecord;
 use arc_swap::ArcSwap;
 use pingora::upstreams::peer::HttpPeer;
 use pingora::utils::tls::{parse_x509, WrappedX509};
-use prometheus::IntGauge;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,10 +45,14 @@ pub struct Tap {
     /// Name and boundary: fixed for the life of the tap.
     pub labels: TapLabels,
     pub metrics: Arc<Metrics>,
-    pub in_flight: IntGauge,
+    pub in_flight: InFlight,
     pub hooks: Hooks,
     /// Joins this process's taps (when correlation is on).
     pub correlator: Option<Arc<Correlator>>,
+    /// Exports one span per request (when OTLP traces are on).
+    pub spans: Option<Arc<SpanPipeline>>,
+    /// Token-event times kept per request (correlation, span events).
+    event_cap: usize,
 }
 
 impl Tap {
@@ -57,6 +61,8 @@ impl Tap {
         metrics: Arc<Metrics>,
         hooks: Hooks,
         correlator: Option<Arc<Correlator>>,
+        spans: Option<Arc<SpanPipeline>>,
+        span_events: usize,
     ) -> Self {
         let labels = TapLabels {
             tap: config.name.clone(),
@@ -69,15 +75,18 @@ impl Tap {
             metrics,
             in_flight,
             hooks,
+            event_cap: correlator
+                .as_ref()
+                .map_or(0, |c| c.config().max_events)
+                .max(span_events),
             correlator,
+            spans,
         }
     }
 
-    /// Token-event times to keep per request for the correlator (0: none).
+    /// Token-event times to keep per request (0: none).
     pub fn event_cap(&self) -> usize {
-        self.correlator
-            .as_ref()
-            .map_or(0, |c| c.config().max_events)
+        self.event_cap
     }
 
     /// Emits a finished request: metrics, record sinks, correlator.
@@ -91,6 +100,14 @@ impl Tap {
         self.metrics.record(&self.labels, model, record);
         for sink in &self.hooks.records {
             sink.record(&self.labels, &model.value, record);
+        }
+        if let Some(s) = &self.spans {
+            s.record(
+                &self.labels,
+                &model.value,
+                record,
+                offsets.as_ref().map(|o| o.micros.as_slice()),
+            );
         }
         if let Some(c) = &self.correlator {
             let (events, events_truncated) =
@@ -184,6 +201,8 @@ mod tests {
             Arc::new(Metrics::new(5).unwrap()),
             Hooks::default(),
             None,
+            None,
+            0,
         );
         let before = tap.settings();
         tap.replace(tap_config("60"));

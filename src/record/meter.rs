@@ -74,6 +74,7 @@ pub struct Meter {
     read_verdict: bool,
     verdict: Option<Verdict>,
     trace: Option<TraceParent>,
+    trace_created: bool,
     operation: Operation,
     request_id: Option<String>,
     req_body: CappedBuf,
@@ -127,6 +128,7 @@ impl Meter {
             read_verdict: false,
             verdict: None,
             trace: None,
+            trace_created: false,
             operation: Operation::Other,
             request_id: None,
             req_body: CappedBuf::new(limits.request_body_bytes),
@@ -182,9 +184,10 @@ impl Meter {
         self.fingerprint
     }
 
-    /// The request's trace context (read or created by the tap).
-    pub fn set_trace(&mut self, trace: Option<TraceParent>) {
+    /// The request's trace context (read, or `created` by the tap).
+    pub fn set_trace(&mut self, trace: Option<TraceParent>, created: bool) {
         self.trace = trace;
+        self.trace_created = created;
     }
 
     pub fn started(&self) -> Instant {
@@ -449,6 +452,7 @@ impl Meter {
             error_type,
             measure_error: self.stream.measure_error.or(self.request_error),
             trace: self.trace,
+            trace_created: self.trace_created,
             verdict: self.read_verdict.then(|| match outcome {
                 Outcome::Ok | Outcome::Unmeasured => self.verdict.unwrap_or(Verdict::Unknown),
                 _ => Verdict::Error,

@@ -291,6 +291,8 @@ pub struct RequestRecord {
     pub measure_error: Option<MeasureError>,
     /// The request's W3C trace context, as read or created by the tap.
     pub trace: Option<TraceParent>,
+    /// This tap created `trace` (the request came without one).
+    pub trace_created: bool,
     /// A guardrail tap's reading of the answer (`None` elsewhere).
     pub verdict: Option<Verdict>,
 }

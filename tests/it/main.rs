@@ -10,12 +10,14 @@
 
 mod accuracy;
 mod attribution;
+mod collector;
 mod config_cli;
 mod failures;
 mod forwarding;
 mod gateway;
 mod nginx;
 mod openai_client;
+mod otlp;
 mod process;
 mod scrape;
 mod sim_demo;

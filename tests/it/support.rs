@@ -152,10 +152,15 @@ impl Tap {
     }
 
     pub fn start_with(upstream: &str, extra: &str, base: &Path) -> Tap {
+        Tap::start_top(upstream, extra, "", base)
+    }
+
+    /// With `top` YAML (e.g. an `otlp:` section) before `taps:`.
+    pub fn start_top(upstream: &str, extra: &str, top: &str, base: &Path) -> Tap {
         for _ in 0..5 {
             let (addr, admin) = (free_addr(), free_addr());
             let yaml = format!(
-                "admin:\n  listen: {admin}\ntaps:\n  - name: t\n    boundary: engine\n    listen: {addr}\n    upstream: {upstream}\n{extra}"
+                "admin:\n  listen: {admin}\n{top}taps:\n  - name: t\n    boundary: engine\n    listen: {addr}\n    upstream: {upstream}\n{extra}"
             );
             let config = Config::from_yaml(&yaml, base).unwrap();
             let records = Arc::new(Records::default());
@@ -377,4 +382,44 @@ pub fn tap_yaml(
     extra: &str,
 ) -> String {
     format!("  - name: {name}\n    boundary: {boundary}\n    listen: {listen}\n    upstream: http://{upstream}\n{extra}")
+}
+
+/// Prometheus totals of one metric in a scrape: (count or value, sum), and
+/// for histograms the cumulative bucket counts by bound.
+pub fn prom_totals(scrape: &str, name: &str) -> (f64, f64, Vec<(f64, f64)>) {
+    let value = |l: &str| {
+        l.rsplit(' ')
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let mut count = 0.0;
+    let mut sum = 0.0;
+    let mut buckets: Vec<(f64, f64)> = Vec::new();
+    for line in scrape.lines().filter(|l| !l.starts_with('#')) {
+        if let Some(rest) = line.strip_prefix(&format!("{name}_bucket{{")) {
+            let le = rest
+                .split("le=\"")
+                .nth(1)
+                .and_then(|v| v.split('"').next())
+                .unwrap_or("+Inf");
+            let le: f64 = if le == "+Inf" {
+                f64::INFINITY
+            } else {
+                le.parse().unwrap()
+            };
+            match buckets.iter_mut().find(|(b, _)| *b == le) {
+                Some(slot) => slot.1 += value(line),
+                None => buckets.push((le, value(line))),
+            }
+        } else if line.starts_with(&format!("{name}_count{{")) {
+            count += value(line);
+        } else if line.starts_with(&format!("{name}_sum{{")) {
+            sum += value(line);
+        } else if line.starts_with(&format!("{name}{{")) || line.starts_with(&format!("{name} ")) {
+            count += value(line);
+        }
+    }
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    (count, sum, buckets)
 }
