@@ -45,7 +45,24 @@ fn pieces() -> Vec<Vec<u8>> {
 
 #[test]
 fn per_chunk_path_allocates_nothing() {
-    let metrics = Arc::new(Metrics::new(10).unwrap());
+    per_chunk_allocations(Metrics::new(10).unwrap());
+}
+
+#[test]
+fn per_chunk_path_allocates_nothing_with_otlp_metrics_on() {
+    use opentelemetry::metrics::MeterProvider as _;
+    let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(Discard)
+        .with_interval(std::time::Duration::from_secs(3600))
+        .build();
+    let provider = opentelemetry_sdk::metrics::SdkMeterProvider::builder()
+        .with_reader(reader)
+        .build();
+    let otel = crate::metrics::otel::OtelMetrics::new(&provider.meter("t"), Default::default());
+    per_chunk_allocations(Metrics::new(10).unwrap().with_otel(otel));
+}
+
+fn per_chunk_allocations(metrics: Metrics) {
+    let metrics = Arc::new(metrics);
     let tap = TapLabels {
         tap: Arc::from("t"),
         boundary: "engine",
@@ -87,4 +104,28 @@ fn per_chunk_path_allocates_nothing() {
         "five token-bearing shapes per round"
     );
     assert!(r.measure_error.is_none());
+}
+
+/// A metric exporter that drops everything (the test only records).
+struct Discard;
+
+impl opentelemetry_sdk::metrics::exporter::PushMetricExporter for Discard {
+    async fn export(
+        &self,
+        _: &opentelemetry_sdk::metrics::data::ResourceMetrics,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
+    }
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
+    }
+    fn shutdown_with_timeout(
+        &self,
+        _: std::time::Duration,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
+    }
+    fn temporality(&self) -> opentelemetry_sdk::metrics::Temporality {
+        opentelemetry_sdk::metrics::Temporality::Cumulative
+    }
 }
