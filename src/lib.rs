@@ -9,6 +9,7 @@
 //! `proxy` hooks only timestamp and delegate to them.
 
 pub mod admin;
+pub mod analysis;
 pub mod cli;
 pub mod client;
 pub mod config;

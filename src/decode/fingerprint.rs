@@ -8,6 +8,13 @@
 //! not (then there is no join, never a wrong one). Only roles and text count;
 //! the text is hashed, never stored. The hash is process-local (std's SipHash
 //! with fixed keys): fingerprints are compared inside one process only.
+//!
+//! Also the prompt-prefix fingerprints of the prefix-cache analysis: hashes
+//! of the first 1k / 4k / 16k characters of the prompt's text (roles and
+//! text of each message, in order), so reuse of a shared prefix (a system
+//! prompt, a conversation's history, a code context) is visible whatever the
+//! engine reports. They are stable for one tokentap build (std's SipHash
+//! with fixed keys), which is what a record log and its report share.
 
 use serde_json::Value;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -16,9 +23,14 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 /// value (raw JSON). `None` when that value cannot be read.
 pub fn fingerprint(model: Option<&str>, messages_or_prompt: &str) -> Option<u64> {
     let value: Value = serde_json::from_str(messages_or_prompt).ok()?;
+    Some(fingerprint_value(model, &value))
+}
+
+/// `fingerprint` of an already parsed value.
+pub fn fingerprint_value(model: Option<&str>, value: &Value) -> u64 {
     let mut h = DefaultHasher::new();
     model.unwrap_or_default().hash(&mut h);
-    match &value {
+    match value {
         Value::Array(items) if items.iter().all(Value::is_object) => {
             0u8.hash(&mut h); // chat messages
             for m in items {
@@ -35,7 +47,95 @@ pub fn fingerprint(model: Option<&str>, messages_or_prompt: &str) -> Option<u64>
             other.to_string().hash(&mut h);
         }
     }
-    Some(h.finish())
+    h.finish()
+}
+
+/// Prompt lengths (characters) whose prefixes are fingerprinted.
+pub const PREFIX_CHARS: [usize; 3] = [1_000, 4_000, 16_000];
+
+/// Fingerprints of the first `PREFIX_CHARS` characters of a prompt's text;
+/// `None` where the prompt is shorter.
+pub type PrefixHashes = [Option<u64>; 3];
+
+/// Prefix fingerprints of a parsed `messages` or `prompt` value. The text is
+/// each message's role, a newline, its text parts, a newline; a prompt is
+/// its string(s). Token-id prompts have no text and no prefixes.
+pub fn prefix_hashes(value: &Value) -> PrefixHashes {
+    let mut p = PrefixHasher::default();
+    match value {
+        Value::Array(items) if items.iter().all(Value::is_object) => {
+            for m in items {
+                p.feed(m.get("role").and_then(Value::as_str).unwrap_or_default());
+                p.feed("\n");
+                match m.get("content") {
+                    Some(Value::String(s)) => p.feed(s),
+                    Some(Value::Array(parts)) => {
+                        for part in parts {
+                            p.feed(part.get("text").and_then(Value::as_str).unwrap_or_default());
+                        }
+                    }
+                    _ => {}
+                }
+                p.feed("\n");
+                if p.done() {
+                    break;
+                }
+            }
+        }
+        Value::String(s) => p.feed(s),
+        Value::Array(items) => {
+            for s in items.iter().filter_map(Value::as_str) {
+                p.feed(s);
+            }
+        }
+        _ => {}
+    }
+    p.out
+}
+
+/// Hashes text as it is fed, taking a snapshot at each prefix length.
+#[derive(Default)]
+struct PrefixHasher {
+    h: DefaultHasher,
+    chars: usize,
+    out: PrefixHashes,
+}
+
+impl PrefixHasher {
+    fn done(&self) -> bool {
+        PREFIX_CHARS.last().is_some_and(|last| self.chars >= *last)
+    }
+
+    fn feed(&mut self, mut s: &str) {
+        while !s.is_empty() {
+            let Some((k, target)) = PREFIX_CHARS
+                .iter()
+                .enumerate()
+                .find(|(_, n)| **n > self.chars)
+            else {
+                return;
+            };
+            let need = target - self.chars;
+            let (head, rest) = match s.char_indices().nth(need) {
+                Some((i, _)) => s.split_at(i),
+                None => (s, ""),
+            };
+            // `write`, not `hash`: no length prefix, so how the text was
+            // cut into pieces does not change the result.
+            self.h.write(head.as_bytes());
+            self.chars += if rest.is_empty() {
+                head.chars().count()
+            } else {
+                need
+            };
+            if self.chars == *target {
+                if let Some(slot) = self.out.get_mut(k) {
+                    *slot = Some(self.h.clone().finish());
+                }
+            }
+            s = rest;
+        }
+    }
 }
 
 fn hash_content(content: Option<&Value>, h: &mut DefaultHasher) {
@@ -63,6 +163,32 @@ fn hash_content(content: Option<&Value>, h: &mut DefaultHasher) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn chat(system: &str, user: &str) -> Value {
+        serde_json::json!([{"role":"system","content":system},{"role":"user","content":user}])
+    }
+
+    #[test]
+    fn prefixes_of_a_shared_system_prompt_match() {
+        let system = "s".repeat(5_000);
+        let a = prefix_hashes(&chat(&system, "question one"));
+        let b = prefix_hashes(&chat(&system, "another question"));
+        assert!(a[0].is_some() && a[1].is_some());
+        assert_eq!(a[0], b[0]);
+        assert_eq!(a[1], b[1]);
+        assert_eq!(a[2], None, "shorter than 16k characters");
+        let c = prefix_hashes(&chat(&"t".repeat(5_000), "question one"));
+        assert_ne!(a[0], c[0]);
+    }
+
+    #[test]
+    fn prefix_hash_does_not_depend_on_how_text_is_split() {
+        let one = prefix_hashes(&Value::String("é".repeat(1_000)));
+        let parts = prefix_hashes(&serde_json::json!(["é".repeat(400), "é".repeat(600)]));
+        assert!(one[0].is_some());
+        assert_eq!(one, parts);
+        assert_eq!(prefix_hashes(&Value::String("é".repeat(999))), [None; 3]);
+    }
 
     #[test]
     fn reserialised_json_keeps_the_fingerprint() {

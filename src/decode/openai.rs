@@ -193,8 +193,16 @@ struct ChunkView<'a> {
 
 #[derive(Deserialize)]
 struct UsageView {
-    #[serde(default, alias = "input_tokens")]
+    #[serde(default)]
     prompt_tokens: Option<u64>,
+    /// Anthropic-style usage: `input_tokens` counts only the uncached part;
+    /// the prompt is it plus the cache reads and writes.
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
     #[serde(default, alias = "output_tokens")]
     completion_tokens: Option<u64>,
     #[serde(default)]
@@ -205,10 +213,17 @@ struct UsageView {
 
 impl UsageView {
     fn into_usage(self) -> Usage {
+        let anthropic_prompt = self.input_tokens.map(|i| {
+            i.saturating_add(self.cache_read_input_tokens.unwrap_or(0))
+                .saturating_add(self.cache_creation_input_tokens.unwrap_or(0))
+        });
         Usage {
-            prompt_tokens: self.prompt_tokens,
+            prompt_tokens: self.prompt_tokens.or(anthropic_prompt),
             completion_tokens: self.completion_tokens,
-            cached_tokens: self.prompt_tokens_details.and_then(|d| d.cached_tokens),
+            cached_tokens: self
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .or(self.cache_read_input_tokens),
             reasoning_tokens: self
                 .completion_tokens_details
                 .and_then(|d| d.reasoning_tokens),
@@ -418,6 +433,18 @@ mod tests {
             Ok(EventKind::Error)
         );
         assert!(classify_event(b"", b"{not json").is_err());
+    }
+
+    #[test]
+    fn reads_anthropic_style_cache_usage() {
+        let s = classify_json(
+            br#"{"choices":[],"usage":{"input_tokens":10,"output_tokens":4,
+                "cache_read_input_tokens":90,"cache_creation_input_tokens":5}}"#,
+        );
+        let u = s.ok().and_then(|s| s.usage).unwrap_or_default();
+        assert_eq!(u.prompt_tokens, Some(105));
+        assert_eq!(u.cached_tokens, Some(90));
+        assert_eq!(u.completion_tokens, Some(4));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! Does not own: copying the body (that is `CappedBuf`, fed by the proxy
 //! without holding the body back) or deciding labels (`metrics::labels`).
 
+use super::fingerprint::{fingerprint_value, prefix_hashes, PrefixHashes};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -33,6 +34,17 @@ pub struct RequestInfo {
     /// Hash of model and normalised messages/prompt, when asked for
     /// (`decode::fingerprint`).
     pub fingerprint: Option<u64>,
+    /// Prompt-prefix fingerprints (1k / 4k / 16k characters), when asked for.
+    pub prefixes: PrefixHashes,
+}
+
+/// Which hashes of the prompt to compute (each costs a full parse of it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Hashes {
+    /// The request fingerprint (cross-tap joins).
+    pub fingerprint: bool,
+    /// The prefix fingerprints (prefix-cache analysis).
+    pub prefixes: bool,
 }
 
 /// The body is not a JSON object tokentap can read.
@@ -68,6 +80,17 @@ struct StreamOptions {
 /// Parses a complete request body; with `fingerprint`, also hashes its
 /// model and messages/prompt (for joining records across taps).
 pub fn parse_request(body: &[u8], fingerprint: bool) -> Result<RequestInfo, NotJson> {
+    parse_request_with(
+        body,
+        Hashes {
+            fingerprint,
+            prefixes: false,
+        },
+    )
+}
+
+/// Parses a complete request body, computing the hashes asked for.
+pub fn parse_request_with(body: &[u8], hashes: Hashes) -> Result<RequestInfo, NotJson> {
     let v: RequestView<'_> = serde_json::from_slice(body).map_err(|_| NotJson)?;
     let messages = v
         .messages
@@ -77,12 +100,23 @@ pub fn parse_request(body: &[u8], fingerprint: bool) -> Result<RequestInfo, NotJ
         .messages
         .or(v.prompt)
         .map(|raw| u64::try_from(raw.get().len()).unwrap_or(u64::MAX));
-    let fingerprint = match (fingerprint, v.messages.or(v.prompt)) {
-        (true, Some(raw)) => super::fingerprint::fingerprint(v.model.as_deref(), raw.get()),
+    let parsed = match v.messages.or(v.prompt) {
+        Some(raw) if hashes.fingerprint || hashes.prefixes => {
+            serde_json::from_str::<serde_json::Value>(raw.get()).ok()
+        }
         _ => None,
     };
+    let fingerprint = parsed
+        .as_ref()
+        .filter(|_| hashes.fingerprint)
+        .map(|p| fingerprint_value(v.model.as_deref(), p));
+    let prefixes = parsed
+        .as_ref()
+        .filter(|_| hashes.prefixes)
+        .map_or([None; 3], prefix_hashes);
     Ok(RequestInfo {
         fingerprint,
+        prefixes,
         model: v.model.map(|m| truncate(&m, MAX_MODEL_BYTES).to_owned()),
         stream: v.stream,
         max_tokens: v.max_completion_tokens.or(v.max_tokens),

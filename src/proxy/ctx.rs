@@ -84,9 +84,9 @@ impl RequestCtx {
     /// blocking pool, so the tap's thread keeps relaying other streams.
     pub fn request_body(&mut self, piece: &[u8], end: bool) {
         if let Some(body) = self.meter.request_body(piece, end) {
-            let fingerprint = self.meter.fingerprints();
+            let hashes = self.meter.hashes();
             self.pending_request = Some(tokio::task::spawn_blocking(move || {
-                request::parse_request(&body, fingerprint)
+                request::parse_request_with(&body, hashes)
             }));
         }
     }

@@ -68,8 +68,12 @@ pub struct Meter {
     t0: Instant,
     started_at: SystemTime,
     limits: MeterLimits,
-    /// Hash the request for cross-tap joins (`with_fingerprint`).
-    fingerprint: bool,
+    /// Hashes of the prompt to compute (`with_fingerprint`, `with_prefixes`).
+    hashes: request::Hashes,
+    /// Tenant key (configured header value or API-key hash), set by the proxy.
+    tenant: Option<String>,
+    /// Requests in flight at this tap when this one started (itself included).
+    in_flight: u32,
     /// Read a guardrail verdict from JSON answers (`with_verdict`).
     read_verdict: bool,
     verdict: Option<Verdict>,
@@ -124,7 +128,9 @@ impl Meter {
             t0,
             started_at,
             limits,
-            fingerprint: false,
+            hashes: request::Hashes::default(),
+            tenant: None,
+            in_flight: 0,
             read_verdict: false,
             verdict: None,
             trace: None,
@@ -169,8 +175,20 @@ impl Meter {
 
     /// Also fingerprint the request (for joining records across taps).
     pub fn with_fingerprint(mut self, on: bool) -> Self {
-        self.fingerprint = on;
+        self.hashes.fingerprint = on;
         self
+    }
+
+    /// Also fingerprint the prompt's prefixes (prefix-cache analysis).
+    pub fn with_prefixes(mut self, on: bool) -> Self {
+        self.hashes.prefixes = on;
+        self
+    }
+
+    /// The tenant key and the tap's in-flight level at the start (analyses).
+    pub fn set_load_context(&mut self, tenant: Option<String>, in_flight: u32) {
+        self.tenant = tenant;
+        self.in_flight = in_flight;
     }
 
     /// Also read a guardrail verdict from JSON answers of any path.
@@ -179,9 +197,9 @@ impl Meter {
         self
     }
 
-    /// Whether the request body should be fingerprinted where it is parsed.
-    pub fn fingerprints(&self) -> bool {
-        self.fingerprint
+    /// The hashes to compute where the request body is parsed.
+    pub fn hashes(&self) -> request::Hashes {
+        self.hashes
     }
 
     /// The request's trace context (read, or `created` by the tap).
@@ -245,7 +263,7 @@ impl Meter {
             Some([]) => {}
             Some(b) if b.len() > INLINE_PARSE_BYTES => return Some(self.req_body.take()),
             Some(b) => {
-                let parsed = request::parse_request(b, self.fingerprint);
+                let parsed = request::parse_request_with(b, self.hashes);
                 self.set_request(parsed);
             }
         }
@@ -453,6 +471,13 @@ impl Meter {
             measure_error: self.stream.measure_error.or(self.request_error),
             trace: self.trace,
             trace_created: self.trace_created,
+            tenant: self.tenant.take(),
+            in_flight: self.in_flight,
+            protocol: match self.body_kind {
+                BodyKind::Sse => Protocol::Sse,
+                BodyKind::Json => Protocol::Json,
+                BodyKind::Opaque => Protocol::Other,
+            },
             verdict: self.read_verdict.then(|| match outcome {
                 Outcome::Ok | Outcome::Unmeasured => self.verdict.unwrap_or(Verdict::Unknown),
                 _ => Verdict::Error,

@@ -295,6 +295,35 @@ pub struct RequestRecord {
     pub trace_created: bool,
     /// A guardrail tap's reading of the answer (`None` elsewhere).
     pub verdict: Option<Verdict>,
+    /// The tenant key, when analyses are on: a configured header's value or
+    /// a hash of the API key (never the key).
+    pub tenant: Option<String>,
+    /// Requests in flight at this tap when this one started, itself
+    /// included (0 when analyses are off).
+    pub in_flight: u32,
+    /// How the response body was framed.
+    pub protocol: Protocol,
+}
+
+/// The response's streaming protocol, as the report states it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// `text/event-stream`.
+    Sse,
+    /// A JSON body (not streamed).
+    Json,
+    /// No body tokentap decodes (or no response).
+    Other,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Sse => "sse",
+            Protocol::Json => "json",
+            Protocol::Other => "none",
+        }
+    }
 }
 
 impl RequestRecord {
