@@ -1,8 +1,10 @@
-//! The admin listener: `/metrics` (Prometheus text), `/healthz` (the process
+//! The admin listener: `/metrics` (Prometheus text), `/report` (the live
+//! analyses of the last closed window, JSON), `/healthz` (the process
 //! answers), `/readyz` (listeners bound and config loaded). Separate from the
 //! taps so scrapes never compete with traffic and admin paths are never
 //! answered on a tap (a `GET /metrics` on a tap goes upstream).
 
+use crate::analysis::live::Live;
 use crate::metrics::Metrics;
 use async_trait::async_trait;
 use http::{Method, Response, StatusCode};
@@ -27,11 +29,44 @@ impl Readiness {
 pub struct AdminApp {
     metrics: Arc<Metrics>,
     ready: Readiness,
+    live: Option<Arc<Live>>,
 }
 
 impl AdminApp {
-    pub fn new(metrics: Arc<Metrics>, ready: Readiness) -> Self {
-        AdminApp { metrics, ready }
+    pub fn new(metrics: Arc<Metrics>, ready: Readiness, live: Option<Arc<Live>>) -> Self {
+        AdminApp {
+            metrics,
+            ready,
+            live,
+        }
+    }
+}
+
+/// The `/report` answer: the last closed window's report, or why there is
+/// none yet.
+fn report(live: Option<&Live>) -> (StatusCode, Vec<u8>) {
+    let Some(live) = live else {
+        return (
+            StatusCode::NOT_FOUND,
+            br#"{"error":"analyses are off (analysis.enabled: false)"}"#.to_vec(),
+        );
+    };
+    match live.latest() {
+        Some(r) => match serde_json::to_vec_pretty(&*r) {
+            Ok(body) => (StatusCode::OK, body),
+            Err(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                br#"{"error":"report could not be serialised"}"#.to_vec(),
+            ),
+        },
+        None => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                r#"{{"error":"no window has closed yet (window: {} s)"}}"#,
+                live.settings.window.as_secs_f64()
+            )
+            .into_bytes(),
+        ),
     }
 }
 
@@ -39,10 +74,15 @@ impl AdminApp {
 pub fn answer(
     metrics: &Metrics,
     ready: &Readiness,
+    live: Option<&Live>,
     method: &Method,
     path: &str,
 ) -> Response<Vec<u8>> {
     let (status, ctype, body) = match (method, path) {
+        (&Method::GET | &Method::HEAD, "/report") => {
+            let (status, body) = report(live);
+            (status, "application/json", body)
+        }
         (&Method::GET | &Method::HEAD, "/metrics") => (
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
@@ -87,7 +127,13 @@ pub fn answer(
 impl ServeHttp for AdminApp {
     async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
         let req = session.req_header();
-        answer(&self.metrics, &self.ready, &req.method, req.uri.path())
+        answer(
+            &self.metrics,
+            &self.ready,
+            self.live.as_deref(),
+            &req.method,
+            req.uri.path(),
+        )
     }
 }
 
@@ -99,16 +145,19 @@ mod tests {
     fn paths() {
         let m = Metrics::new(5).unwrap();
         let r = Readiness::default();
-        assert_eq!(answer(&m, &r, &Method::GET, "/healthz").status(), 200);
-        assert_eq!(answer(&m, &r, &Method::GET, "/readyz").status(), 503);
+        assert_eq!(answer(&m, &r, None, &Method::GET, "/healthz").status(), 200);
+        assert_eq!(answer(&m, &r, None, &Method::GET, "/readyz").status(), 503);
         r.set(true);
-        assert_eq!(answer(&m, &r, &Method::GET, "/readyz").status(), 200);
-        let metrics = answer(&m, &r, &Method::GET, "/metrics");
+        assert_eq!(answer(&m, &r, None, &Method::GET, "/readyz").status(), 200);
+        let metrics = answer(&m, &r, None, &Method::GET, "/metrics");
         assert!(String::from_utf8_lossy(metrics.body()).contains("tokentap_build_info"));
         assert_eq!(
-            answer(&m, &r, &Method::GET, "/v1/chat/completions").status(),
+            answer(&m, &r, None, &Method::GET, "/v1/chat/completions").status(),
             404
         );
-        assert_eq!(answer(&m, &r, &Method::POST, "/metrics").status(), 405);
+        assert_eq!(
+            answer(&m, &r, None, &Method::POST, "/metrics").status(),
+            405
+        );
     }
 }

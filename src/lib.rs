@@ -16,13 +16,16 @@ pub mod config;
 pub mod correlate;
 pub mod decode;
 pub mod demo;
+pub mod engines;
 pub mod metrics;
 pub mod observe;
 pub mod proxy;
 pub mod record;
+pub mod recordlog;
 pub mod server;
 pub mod sim;
 pub mod trace;
+pub mod windows;
 
 #[cfg(test)]
 mod alloc_tests;

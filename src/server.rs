@@ -16,7 +16,9 @@ use crate::metrics::attribution::CorrelationMetrics;
 use crate::metrics::Metrics;
 use crate::observe::Hooks;
 use crate::otlp::Otlp;
-use crate::proxy::{Tap, TapProxy};
+use crate::proxy::{Tap, TapAnalysis, TapProxy};
+use crate::recordlog::RecordLog;
+use crate::windows::Analyses;
 use async_trait::async_trait;
 use pingora::apps::HttpServerOptions;
 use pingora::proxy::ProxyServiceBuilder;
@@ -46,6 +48,12 @@ pub enum StartError {
     Thread(std::io::Error),
     #[error("{0}")]
     Otlp(#[from] crate::otlp::OtlpError),
+    #[error("{key}: cannot open {path}: {source}")]
+    RecordLog {
+        key: String,
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// Checks that every listen address can be bound right now.
@@ -67,6 +75,8 @@ pub struct Built {
     pub ready: Readiness,
     /// Flushed after the server stopped (bounded).
     pub otlp: Option<Otlp>,
+    /// Live analyses (`/report`), when on.
+    pub analyses: Option<Analyses>,
 }
 
 /// Builds (does not start) the server.
@@ -114,9 +124,38 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
         max_retries: 1,
         ..Default::default()
     };
+    let analyses = Analyses::start(config, &metrics).map_err(StartError::Thread)?;
+    let live = analyses.as_ref().map(|a| a.live.clone());
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
-    for tap_cfg in &config.taps {
+    for (i, tap_cfg) in config.taps.iter().enumerate() {
+        let labels = crate::metrics::TapLabels {
+            tap: tap_cfg.name.clone(),
+            boundary: tap_cfg.boundary.as_str(),
+        };
+        let record_log =
+            match &tap_cfg.record_log {
+                None => None,
+                Some(rl) => Some(RecordLog::open(rl, metrics.clone(), labels).map_err(
+                    |source| StartError::RecordLog {
+                        key: format!("taps[{i}].record_log.path"),
+                        path: rl.path.display().to_string(),
+                        source,
+                    },
+                )?),
+            };
+        let tap_live = live.as_ref().and_then(|l| l.tap(&tap_cfg.name));
+        let tenant = config
+            .analysis
+            .as_ref()
+            .map_or(crate::analysis::TenantSource::ApiKey, |a| {
+                a.settings.tenant.clone()
+            });
+        let analysis = TapAnalysis {
+            tenant: (tap_live.is_some() || record_log.is_some()).then_some(tenant),
+            live: tap_live,
+            record_log,
+        };
         let tap = Arc::new(Tap::new(
             tap_cfg.clone(),
             metrics.clone(),
@@ -124,6 +163,7 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
             correlator.clone(),
             spans.clone(),
             span_events,
+            analysis,
         ));
         let mut opts = HttpServerOptions::default();
         opts.h2c = tap_cfg.h2c;
@@ -137,7 +177,11 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
     }
     let mut admin = Service::new(
         "admin".to_string(),
-        pingora::apps::http_app::HttpServer::new_app(AdminApp::new(metrics.clone(), ready.clone())),
+        pingora::apps::http_app::HttpServer::new_app(AdminApp::new(
+            metrics.clone(),
+            ready.clone(),
+            live,
+        )),
     );
     admin.threads = Some(1);
     admin.add_tcp(&config.admin_listen.to_string());
@@ -147,6 +191,7 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
         metrics,
         ready,
         otlp,
+        analyses,
     })
 }
 
@@ -197,6 +242,7 @@ pub fn run(config: &Config, hooks: Hooks) -> Result<(), StartError> {
         })
         .map_err(StartError::Thread)?;
     let otlp = built.otlp;
+    let _analyses = built.analyses;
     built.server.run(RunArgs::default());
     if let Some(o) = otlp {
         if !o.shutdown() {
@@ -215,6 +261,8 @@ pub struct Running {
     otlp: Option<Otlp>,
     /// Whether the OTLP flush at stop finished within its bound.
     pub otlp_flushed: Option<bool>,
+    /// Live analyses (tests close windows by hand with `close_window`).
+    pub analyses: Option<Analyses>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -248,6 +296,7 @@ pub fn spawn(config: &Config, hooks: Hooks) -> Result<Running, StartError> {
         metrics,
         ready,
         otlp,
+        analyses,
     } = build(config, hooks)?;
     let (stop, rx) = watch::channel(None);
     let thread = std::thread::Builder::new()
@@ -266,6 +315,7 @@ pub fn spawn(config: &Config, hooks: Hooks) -> Result<Running, StartError> {
         thread: Some(thread),
         otlp,
         otlp_flushed: None,
+        analyses,
     };
     if !wait_listening(config, limit) {
         running.stop();

@@ -173,15 +173,15 @@ pub struct Capacity {
     pub levels: Vec<Level>,
 }
 
-/// Capacity from the requests' in-flight level at start.
-pub fn capacity(samples: &[&Sample], slo: &Slo, target: f64, min_requests: usize) -> Capacity {
+/// SLO attainment by the in-flight level at which requests started.
+pub fn levels(samples: &[&Sample], slo: &Slo) -> Vec<Level> {
     let mut by_level: BTreeMap<u32, (usize, usize)> = BTreeMap::new();
     for s in samples.iter().filter(|s| s.in_flight > 0) {
         let e = by_level.entry(s.in_flight).or_default();
         e.0 += 1;
         e.1 += usize::from(meets(s, slo));
     }
-    let levels: Vec<Level> = by_level
+    by_level
         .into_iter()
         .map(|(in_flight, (requests, met))| Level {
             in_flight,
@@ -189,7 +189,40 @@ pub fn capacity(samples: &[&Sample], slo: &Slo, target: f64, min_requests: usize
             met,
             attainment: met as f64 / requests.max(1) as f64,
         })
-        .collect();
+        .collect()
+}
+
+/// Adds up levels of several windows.
+pub fn merge_levels<'a>(parts: impl IntoIterator<Item = &'a Level>) -> Vec<Level> {
+    let mut by_level: BTreeMap<u32, (usize, usize)> = BTreeMap::new();
+    for l in parts {
+        let e = by_level.entry(l.in_flight).or_default();
+        e.0 += l.requests;
+        e.1 += l.met;
+    }
+    by_level
+        .into_iter()
+        .map(|(in_flight, (requests, met))| Level {
+            in_flight,
+            requests,
+            met,
+            attainment: met as f64 / requests.max(1) as f64,
+        })
+        .collect()
+}
+
+/// Capacity from the requests' in-flight level at start.
+pub fn capacity(samples: &[&Sample], slo: &Slo, target: f64, min_requests: usize) -> Capacity {
+    capacity_of_levels(levels(samples, slo), slo, target, min_requests)
+}
+
+/// Capacity from levels (one window's or several windows' merged).
+pub fn capacity_of_levels(
+    levels: Vec<Level>,
+    slo: &Slo,
+    target: f64,
+    min_requests: usize,
+) -> Capacity {
     let mut out = Capacity {
         target,
         min_requests,

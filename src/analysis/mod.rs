@@ -24,15 +24,19 @@
 
 pub mod cache;
 pub mod context;
+pub mod engines;
 pub mod fairness;
 pub mod guardrail;
 pub mod itl;
+pub mod live;
 pub mod load;
 pub mod pressure;
+pub mod report;
 pub mod sample;
 pub mod series;
 pub mod settings;
 pub mod stats;
+pub mod tenant;
 pub mod workload;
 
 pub use sample::Sample;
@@ -117,6 +121,8 @@ pub struct Analysis {
     pub protocol: BTreeMap<String, usize>,
     /// Requests whose measurement failed (counted, not analysed further).
     pub unmeasured: usize,
+    /// Requests in flight over the span (time-weighted), whatever completed.
+    pub concurrency: load::Concurrency,
     pub workload: workload::Workload,
     pub ttft: Test<TtftReport>,
     pub throughput: Test<ThroughputReport>,
@@ -151,20 +157,34 @@ fn count_by<'a>(it: impl Iterator<Item = &'a str>) -> BTreeMap<String, usize> {
     m
 }
 
-/// Analyses one tap's samples (those that completed in `scope`, in start
-/// order). `all_taps` are every tap's samples of the same span, for the
-/// cross-tap guardrail join. `load` overrides the concurrency computed from
-/// the samples' intervals (live windows know it exactly).
+/// What one analysis looks at.
+pub struct Input<'a> {
+    pub tap: &'a str,
+    pub boundary: &'a str,
+    /// This tap's samples that completed in `scope`, in start order.
+    pub samples: &'a [&'a Sample],
+    /// Every tap's samples of the same span (the cross-tap guardrail join).
+    pub all_taps: &'a [&'a Sample],
+    pub scope: Scope,
+    pub settings: &'a AnalysisSettings,
+}
+
+/// Analyses one tap's samples over a span. `memory` carries prompt
+/// prefixes seen before; `load` overrides the concurrency computed from the
+/// samples' intervals (live windows know it exactly).
 pub fn analyze(
-    tap: &str,
-    boundary: &str,
-    samples: &[&Sample],
-    all_taps: &[&Sample],
-    scope: Scope,
-    settings: &AnalysisSettings,
+    input: &Input<'_>,
     memory: &mut cache::PrefixMemory,
     load: Option<load::Concurrency>,
 ) -> Analysis {
+    let Input {
+        tap,
+        boundary,
+        samples,
+        all_taps,
+        scope,
+        settings,
+    } = *input;
     let secs = scope.seconds();
     let llm: Vec<&Sample> = samples
         .iter()
@@ -321,6 +341,7 @@ pub fn analyze(
         ),
         protocol: count_by(llm.iter().map(|s| s.protocol.as_str())),
         unmeasured,
+        concurrency: conc,
         workload: workload::classify(&measured, reuse_1k),
         ttft,
         throughput,
@@ -343,11 +364,7 @@ pub fn point(a: &Analysis) -> series::Point {
         start_unix_ms: a.start_unix_ms,
         seconds: a.seconds,
         requests: a.llm_requests,
-        concurrency: a
-            .capacity
-            .measured()
-            .map(|c| c.concurrency)
-            .unwrap_or_default(),
+        concurrency: a.concurrency,
         output_tokens_per_s: thr.map_or(0.0, |t| t.throughput.output_tokens_per_s),
         ttft_ms: ttft.map(|t| t.ttft_ms.clone()).unwrap_or_default(),
         tpot_ms: ttft.map(|t| t.tpot_ms.clone()).unwrap_or_default(),

@@ -58,6 +58,7 @@ pub enum TenantSource {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AnalysisSettings {
+    #[serde(rename = "window_seconds", serialize_with = "seconds")]
     pub window: Duration,
     pub slo: Slo,
     /// Capacity: the highest in-flight level whose SLO attainment stayed at
@@ -75,6 +76,10 @@ pub struct AnalysisSettings {
     pub history_windows: usize,
     /// Samples kept per open window (beyond: counted, not analysed).
     pub max_window_samples: usize,
+}
+
+fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
 }
 
 impl Default for AnalysisSettings {

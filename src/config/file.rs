@@ -21,6 +21,9 @@ pub struct FileConfig {
     /// OTLP export (off when absent, unless OTEL_EXPORTER_OTLP_* asks).
     #[serde(default)]
     pub otlp: Option<OtlpFile>,
+    /// Windowed analyses (on by default).
+    #[serde(default)]
+    pub analysis: super::analysis::AnalysisFile,
     pub taps: Vec<TapFile>,
 }
 
@@ -258,6 +261,9 @@ pub struct TapFile {
     pub timeouts: TimeoutsFile,
     #[serde(default)]
     pub limits: LimitsFile,
+    /// One JSONL line per request (off unless set).
+    #[serde(default)]
+    pub record_log: Option<super::analysis::RecordLogFile>,
 }
 
 #[derive(Debug, Deserialize)]

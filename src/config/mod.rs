@@ -7,6 +7,7 @@
 //! `ConfigError` naming the key. Does not own: binding ports (a port taken
 //! is found at `run`, see `server`).
 
+pub mod analysis;
 pub mod file;
 
 use crate::correlate::CorrelationConfig;
@@ -82,6 +83,8 @@ pub struct Config {
     pub correlation: Option<CorrelationConfig>,
     /// OTLP export (`None`: off).
     pub otlp: Option<OtlpConfig>,
+    /// Windowed analyses and `/report` (`None`: off).
+    pub analysis: Option<analysis::AnalysisConfig>,
     pub taps: Vec<TapConfig>,
 }
 
@@ -101,6 +104,8 @@ pub struct TapConfig {
     pub accept_encoding_identity: bool,
     pub timeouts: Timeouts,
     pub limits: MeterLimits,
+    /// One JSONL line per request (`None`: off).
+    pub record_log: Option<analysis::RecordLogConfig>,
 }
 
 /// Where a tap forwards to, resolved.
@@ -187,7 +192,9 @@ fn validate(f: FileConfig, base: &Path) -> Result<Config, ConfigError> {
     }
     let correlation = correlation(&f.correlation, taps.len())?;
     let otlp = otlp(f.otlp.as_ref())?;
+    let analysis = analysis::analysis(&f.analysis)?;
     Ok(Config {
+        analysis,
         correlation,
         otlp,
         admin_listen,
@@ -425,6 +432,7 @@ fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapConfig, Config
         accept_encoding_identity: t.accept_encoding_identity,
         timeouts,
         limits,
+        record_log: analysis::record_log(key, t.record_log.as_ref(), base)?,
     })
 }
 

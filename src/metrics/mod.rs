@@ -10,6 +10,8 @@ pub mod labels;
 pub mod otel;
 pub mod prom;
 pub mod table;
+pub mod window;
+mod window_table;
 
 use crate::observe::EventObserver;
 use crate::record::{MeasureError, RequestRecord, TokenEvent, TokenSink};
@@ -93,6 +95,20 @@ impl Metrics {
         }
         if let Some(o) = &self.otel {
             o.observe(def, labels, v);
+        }
+    }
+
+    /// Sets a window gauge (Prometheus only, see `otel`).
+    pub fn set(&self, def: &MetricDef, labels: &[&str], v: f64) {
+        if let Some(g) = self.prom.float_gauge(def) {
+            g.with_label_values(labels).set(v);
+        }
+    }
+
+    /// Removes a window gauge's series (its figure is not available).
+    pub fn unset(&self, def: &MetricDef, labels: &[&str]) {
+        if let Some(g) = self.prom.float_gauge(def) {
+            let _ = g.remove_label_values(labels);
         }
     }
 
@@ -201,13 +217,19 @@ pub struct TapSink {
     offsets: Option<Offsets>,
 }
 
-/// Token-event times of one request (µs from its start), for attribution
-/// and span events; the capacity is reserved up front so recording never
-/// allocates.
+/// Token-event times of one request (µs from its start), for attribution,
+/// span events and analyses. Up to `OFFSETS_RESERVED` are reserved up front
+/// (recording them never allocates); a longer stream grows the list by
+/// doubling up to its cap — a handful of allocations per request, not per
+/// chunk.
 pub struct Offsets {
     pub micros: Vec<u32>,
     pub truncated: bool,
+    cap: usize,
 }
+
+/// Token-event times reserved per request before any is recorded.
+pub const OFFSETS_RESERVED: usize = 1024;
 
 /// A histogram child in both exports, attributes built once per request.
 struct Handle {
@@ -264,8 +286,9 @@ impl TapSink {
     /// Keeps the time of up to `cap` token events.
     pub fn keep_offsets(&mut self, cap: usize) {
         self.offsets = (cap > 0).then(|| Offsets {
-            micros: Vec::with_capacity(cap),
+            micros: Vec::with_capacity(cap.min(OFFSETS_RESERVED)),
             truncated: false,
+            cap,
         });
     }
 
@@ -330,7 +353,7 @@ impl TokenSink for TapSink {
             r.tokens_per_event.observe(n as f64);
         }
         if let Some(o) = self.offsets.as_mut() {
-            if o.micros.len() < o.micros.capacity() {
+            if o.micros.len() < o.cap {
                 o.micros
                     .push(u32::try_from(ev.since_start.as_micros()).unwrap_or(u32::MAX));
             } else {

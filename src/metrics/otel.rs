@@ -7,7 +7,11 @@
 //! Attributes add what the GenAI conventions ask beyond the labels:
 //! `error.type` (the outcome, when not `ok`) and `gen_ai.provider.name` for
 //! taps that configure a provider. `tokentap_otlp_*` (about OTLP itself) and
-//! `tokentap_build_info` (a resource attribute here) are Prometheus-only.
+//! `tokentap_build_info` (a resource attribute here) are Prometheus-only, as
+//! are the analysis-window gauges: an OpenTelemetry gauge repeats its last
+//! value, and a window figure that is not available must be absent, not
+//! the previous window's number (OTLP carries the per-request histograms
+//! and spans they are computed from; `/report` serves them as JSON).
 
 use super::table::{self, Kind, Label, MetricDef};
 use opentelemetry::metrics::{Counter, Histogram, Meter, UpDownCounter};
@@ -30,12 +34,13 @@ pub struct OtelMetrics {
 
 /// Table entries that have no OTel instrument.
 pub fn prometheus_only(def: &MetricDef) -> bool {
-    [
-        table::OTLP_EXPORTED.name,
-        table::OTLP_DROPPED.name,
-        table::BUILD_INFO.name,
-    ]
-    .contains(&def.name)
+    def.kind == Kind::WindowGauge
+        || [
+            table::OTLP_EXPORTED.name,
+            table::OTLP_DROPPED.name,
+            table::BUILD_INFO.name,
+        ]
+        .contains(&def.name)
 }
 
 impl OtelMetrics {
@@ -59,6 +64,7 @@ impl OtelMetrics {
                         .with_description(def.help)
                         .build(),
                 ),
+                Kind::WindowGauge => continue,
                 Kind::Gauge => Instrument::UpDown(
                     meter
                         .i64_up_down_counter(def.otel_name)

@@ -4,7 +4,8 @@
 
 use super::table::{self, Kind, MetricDef};
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 use std::collections::HashMap;
 
@@ -13,6 +14,7 @@ pub enum Family {
     Histogram(HistogramVec),
     Counter(IntCounterVec),
     Gauge(IntGaugeVec),
+    FloatGauge(GaugeVec),
 }
 
 /// Every tokentap metric, registered once into one registry.
@@ -33,6 +35,9 @@ fn family(def: &MetricDef) -> prometheus::Result<Family> {
             Family::Counter(IntCounterVec::new(Opts::new(def.name, def.help), &labels)?)
         }
         Kind::Gauge => Family::Gauge(IntGaugeVec::new(Opts::new(def.name, def.help), &labels)?),
+        Kind::WindowGauge => {
+            Family::FloatGauge(GaugeVec::new(Opts::new(def.name, def.help), &labels)?)
+        }
     })
 }
 
@@ -46,6 +51,7 @@ impl PromMetrics {
                 Family::Histogram(h) => registry.register(Box::new(h.clone()))?,
                 Family::Counter(c) => registry.register(Box::new(c.clone()))?,
                 Family::Gauge(g) => registry.register(Box::new(g.clone()))?,
+                Family::FloatGauge(g) => registry.register(Box::new(g.clone()))?,
             }
             families.insert(def.name, f);
         }
@@ -77,6 +83,13 @@ impl PromMetrics {
         }
     }
 
+    pub fn float_gauge(&self, def: &MetricDef) -> Option<&GaugeVec> {
+        match self.families.get(def.name) {
+            Some(Family::FloatGauge(g)) => Some(g),
+            _ => None,
+        }
+    }
+
     /// The text exposition of everything registered.
     pub fn encode(&self) -> Vec<u8> {
         let mut buf = Vec::new();
@@ -100,6 +113,7 @@ mod tests {
                 Kind::Histogram => m.histogram(def).is_some(),
                 Kind::Counter => m.counter(def).is_some(),
                 Kind::Gauge => m.gauge(def).is_some(),
+                Kind::WindowGauge => m.float_gauge(def).is_some(),
             };
             assert!(found, "{}", def.name);
         }

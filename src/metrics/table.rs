@@ -13,13 +13,16 @@ pub enum Kind {
     Counter,
     Gauge,
     Histogram,
+    /// A floating-point gauge set when an analysis window closes (absent
+    /// while its figure is not available).
+    WindowGauge,
 }
 
 impl Kind {
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Counter => "counter",
-            Kind::Gauge => "gauge",
+            Kind::Gauge | Kind::WindowGauge => "gauge",
             Kind::Histogram => "histogram",
         }
     }
@@ -33,6 +36,9 @@ pub enum Unit {
     Requests,
     Errors,
     Info,
+    Ratio,
+    TokensPerSecond,
+    RequestsPerSecond,
 }
 
 impl Unit {
@@ -43,7 +49,9 @@ impl Unit {
             Unit::Tokens => "{token}",
             Unit::Requests => "{request}",
             Unit::Errors => "{error}",
-            Unit::Info => "1",
+            Unit::Info | Unit::Ratio => "1",
+            Unit::TokensPerSecond => "{token}/s",
+            Unit::RequestsPerSecond => "{request}/s",
         }
     }
 }
@@ -72,6 +80,15 @@ pub enum Label {
     Verdict,
     Result,
     Signal,
+    Quantile,
+    Stat,
+    InputKind,
+    Tenant,
+    Bucket,
+    Prefix,
+    Cache,
+    Figure,
+    Engine,
 }
 
 impl Label {
@@ -97,6 +114,15 @@ impl Label {
             Label::Verdict => "tokentap.verdict",
             Label::Result => "tokentap.result",
             Label::Signal => "tokentap.signal",
+            Label::Quantile => "tokentap.quantile",
+            Label::Stat => "tokentap.stat",
+            Label::InputKind => "tokentap.input.kind",
+            Label::Tenant => "tokentap.tenant",
+            Label::Bucket => "tokentap.input.bucket",
+            Label::Prefix => "tokentap.prefix",
+            Label::Cache => "tokentap.cache",
+            Label::Figure => "tokentap.figure",
+            Label::Engine => "tokentap.engine",
         }
     }
 
@@ -120,6 +146,15 @@ impl Label {
             Label::Verdict => "verdict",
             Label::Result => "result",
             Label::Signal => "signal",
+            Label::Quantile => "quantile",
+            Label::Stat => "stat",
+            Label::InputKind => "kind",
+            Label::Tenant => "tenant",
+            Label::Bucket => "bucket",
+            Label::Prefix => "prefix",
+            Label::Cache => "cache",
+            Label::Figure => "figure",
+            Label::Engine => "engine",
         }
     }
 
@@ -144,6 +179,15 @@ impl Label {
             Label::Verdict => "`pass`, `flagged`, `error`, `unknown`",
             Label::Result => "`joined_trace`, `joined_fingerprint`, `unjoined`, `ambiguous`, `evicted`",
             Label::Signal => "`traces`, `metrics`",
+            Label::Quantile => "`0.5`, `0.9`, `0.95`, `0.99`, `0.999` (each present only when the window has enough samples: n·(1−q) ≥ 10)",
+            Label::Stat => "`mean`, `max`",
+            Label::InputKind => "`all`, `uncached`",
+            Label::Tenant => "the window's top `analysis.top_tenants` tenants by requests (configured header value, capped at 64 printable characters, or `k-` + 12 hex digits of the API key's hash), then `other`; `none` for requests without one",
+            Label::Bucket => "`<1k`, `1k-4k`, `4k-16k`, `16k-64k`, `>64k` (input tokens)",
+            Label::Prefix => "`1k`, `4k`, `16k` (prompt characters)",
+            Label::Cache => "`hit`, `miss`",
+            Label::Figure => "`requests`, `ttft`, `tpot`, `itl`",
+            Label::Engine => "engine names from `analysis.engines`",
         }
     }
 }
@@ -708,7 +752,43 @@ pub const ALL: &[&MetricDef] = &[
     &CORRELATION,
     &OTLP_EXPORTED,
     &OTLP_DROPPED,
+    &W_REQUEST_RATE,
+    &W_OUTPUT_RATE,
+    &W_INPUT_RATE,
+    &W_GOODPUT_REQUESTS,
+    &W_GOODPUT_TOKENS,
+    &W_ATTAINMENT,
+    &W_CONCURRENCY,
+    &W_TOKENS_IN_FLIGHT,
+    &CAPACITY,
+    &KNEE,
+    &W_TTFT,
+    &W_TPOT,
+    &W_ITL,
+    &W_SAMPLES,
+    &W_STALLS,
+    &W_STALL_RATIO,
+    &W_FAKE_STREAMS,
+    &W_JAIN,
+    &W_MAX_MIN,
+    &W_TENANT_TTFT,
+    &W_CACHED_RATIO,
+    &W_CACHE_HIT_RATIO,
+    &W_CACHE_TTFT,
+    &W_PREFIX_REUSE,
+    &W_CONTEXT_TTFT,
+    &W_CONTEXT_PREFILL,
+    &W_TTFT_SLOPE,
+    &W_TTFT_SLOPE_R2,
+    &ENGINE_KV_USAGE,
+    &ENGINE_PREEMPTIONS,
+    &ENGINE_SCRAPES,
+    &WINDOW_SAMPLES_DROPPED,
+    &RECORD_LOG_LINES,
+    &RECORD_LOG_DROPPED,
 ];
+
+pub use super::window_table::*;
 
 /// Renders the metric reference section of `docs/metrics.md`.
 pub fn render_markdown() -> String {
@@ -765,6 +845,15 @@ pub fn render_markdown() -> String {
         Label::Verdict,
         Label::Result,
         Label::Signal,
+        Label::Quantile,
+        Label::Stat,
+        Label::InputKind,
+        Label::Tenant,
+        Label::Bucket,
+        Label::Prefix,
+        Label::Cache,
+        Label::Figure,
+        Label::Engine,
     ] {
         out.push_str(&format!(
             "| `{}` | {} | `{}` |\n",
@@ -797,6 +886,13 @@ mod tests {
             );
             if m.unit == Unit::Seconds {
                 assert!(m.name.ends_with("_seconds"), "{}", m.name);
+            }
+            if m.unit == Unit::Ratio {
+                assert!(
+                    m.name.ends_with("_ratio") || m.name.ends_with("_index"),
+                    "{}",
+                    m.name
+                );
             }
             assert_eq!(
                 m.kind == Kind::Histogram,

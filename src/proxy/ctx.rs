@@ -3,6 +3,8 @@
 //! per-chunk decoding.
 
 use super::tap::{Tap, TapSettings};
+use crate::analysis::live::TapLive;
+use crate::analysis::tenant::tenant_of;
 use crate::config::Boundary;
 use crate::decode::request::{self, NotJson, RequestInfo};
 use crate::metrics::InFlight as TapInFlight;
@@ -11,7 +13,7 @@ use crate::record::Meter;
 use crate::trace::{TraceMode, TraceParent};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 pub struct RequestCtx {
     /// The tap's settings as they were when the request arrived.
@@ -24,22 +26,37 @@ pub struct RequestCtx {
     pending_request: Option<tokio::task::JoinHandle<Result<RequestInfo, NotJson>>>,
     /// A `traceparent` this tap created, to add to the upstream request.
     pub inject_trace: Option<TraceParent>,
+    /// The live analyses' in-flight level when this request arrived.
+    level: u32,
     _in_flight: InFlight,
 }
 
-/// Decrements the in-flight gauge when the request's context goes away,
-/// whatever path it took.
-struct InFlight(TapInFlight);
+/// Decrements the in-flight gauge (and the live analyses' count) when the
+/// request's context goes away, whatever path it took.
+struct InFlight(TapInFlight, Option<Arc<TapLive>>);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.add(-1);
+        if let Some(live) = &self.1 {
+            live.end(unix_ms(SystemTime::now()));
+        }
     }
+}
+
+/// Wall-clock milliseconds (the analyses' time base).
+fn unix_ms(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1e3)
+        .unwrap_or_default()
 }
 
 impl RequestCtx {
     pub fn new(tap: &Tap, now: Instant) -> Self {
         tap.in_flight.add(1);
+        let wall = SystemTime::now();
+        let live = tap.analysis.live.clone();
+        let level = live.as_ref().map_or(0, |l| l.start(unix_ms(wall)));
         let settings = tap.settings();
         let mut sink = TapSink::new(
             tap.metrics.clone(),
@@ -47,8 +64,9 @@ impl RequestCtx {
             tap.hooks.observer.clone(),
         );
         sink.keep_offsets(tap.event_cap());
-        let meter = Meter::new(now, SystemTime::now(), settings.config.limits)
+        let meter = Meter::new(now, wall, settings.config.limits)
             .with_fingerprint(tap.correlator.is_some())
+            .with_prefixes(tap.analysis.on())
             .with_verdict(settings.config.boundary == Boundary::Guardrail);
         RequestCtx {
             meter,
@@ -57,7 +75,17 @@ impl RequestCtx {
             finished: false,
             pending_request: None,
             inject_trace: None,
-            _in_flight: InFlight(tap.in_flight.clone()),
+            level,
+            _in_flight: InFlight(tap.in_flight.clone(), live),
+        }
+    }
+
+    /// Reads the request's tenant (when analyses are on) and hands it, with
+    /// the in-flight level, to the meter.
+    pub fn load_context<'a>(&mut self, tap: &Tap, get: impl Fn(&str) -> Option<&'a [u8]>) {
+        if let Some(source) = &tap.analysis.tenant {
+            self.meter
+                .set_load_context(tenant_of(source, get), self.level);
         }
     }
 

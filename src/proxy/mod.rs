@@ -19,7 +19,7 @@ mod tap;
 pub mod upstream_io;
 
 pub use ctx::RequestCtx;
-pub use tap::{Tap, TapSettings};
+pub use tap::{Tap, TapAnalysis, TapSettings};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -72,6 +72,7 @@ impl ProxyHttp for TapProxy {
         ctx.sink
             .set_request_id(id.and_then(|v| std::str::from_utf8(v).ok()));
         ctx.trace(traceparent);
+        ctx.load_context(&self.tap, |name| header(&req.headers, name));
         Ok(())
     }
 

@@ -5,6 +5,8 @@
 //! never changes a request mid-flight.
 
 use super::upstream_io::TimedConnector;
+use crate::analysis::live::TapLive;
+use crate::analysis::{Sample, TenantSource};
 use crate::config::{Boundary, TapConfig};
 use crate::correlate::{Correlator, TapRecord, Verdict};
 use crate::metrics::labels::ModelLabel;
@@ -13,6 +15,7 @@ use crate::metrics::{InFlight, Metrics, TapLabels};
 use crate::observe::Hooks;
 use crate::otlp::spans::SpanPipeline;
 use crate::record::RequestRecord;
+use crate::recordlog::RecordLog;
 use arc_swap::ArcSwap;
 use pingora::upstreams::peer::HttpPeer;
 use pingora::utils::tls::{parse_x509, WrappedX509};
@@ -51,8 +54,27 @@ pub struct Tap {
     pub correlator: Option<Arc<Correlator>>,
     /// Exports one span per request (when OTLP traces are on).
     pub spans: Option<Arc<SpanPipeline>>,
-    /// Token-event times kept per request (correlation, span events).
+    /// Token-event times kept per request (correlation, span events,
+    /// analyses).
     event_cap: usize,
+    /// Live analyses, the record log, and where tenants come from.
+    pub analysis: TapAnalysis,
+}
+
+/// A tap's part in the analyses (all off by default).
+#[derive(Default)]
+pub struct TapAnalysis {
+    pub live: Option<Arc<TapLive>>,
+    pub record_log: Option<RecordLog>,
+    /// Set when either of the above is: requests then carry a tenant.
+    pub tenant: Option<TenantSource>,
+}
+
+impl TapAnalysis {
+    /// Whether requests should be sampled at all.
+    pub fn on(&self) -> bool {
+        self.live.is_some() || self.record_log.is_some()
+    }
 }
 
 impl Tap {
@@ -63,6 +85,7 @@ impl Tap {
         correlator: Option<Arc<Correlator>>,
         spans: Option<Arc<SpanPipeline>>,
         span_events: usize,
+        analysis: TapAnalysis,
     ) -> Self {
         let labels = TapLabels {
             tap: config.name.clone(),
@@ -78,7 +101,13 @@ impl Tap {
             event_cap: correlator
                 .as_ref()
                 .map_or(0, |c| c.config().max_events)
-                .max(span_events),
+                .max(span_events)
+                .max(if analysis.on() {
+                    crate::analysis::sample::MAX_GAPS + 1
+                } else {
+                    0
+                }),
+            analysis,
             correlator,
             spans,
         }
@@ -108,6 +137,30 @@ impl Tap {
                 record,
                 offsets.as_ref().map(|o| o.micros.as_slice()),
             );
+        }
+        if self.analysis.on() {
+            let (micros, truncated) = offsets
+                .as_ref()
+                .map_or((&[][..], false), |o| (o.micros.as_slice(), o.truncated));
+            let sample = Sample::from_record(
+                &self.labels.tap,
+                self.labels.boundary,
+                hop.as_deref(),
+                record,
+                micros,
+                truncated,
+            );
+            match (&self.analysis.live, &self.analysis.record_log) {
+                (Some(live), Some(log)) => {
+                    log.write(sample.clone());
+                    live.push(sample);
+                }
+                (Some(live), None) => {
+                    live.push(sample);
+                }
+                (None, Some(log)) => log.write(sample),
+                (None, None) => {}
+            }
         }
         if let Some(c) = &self.correlator {
             let (events, events_truncated) =
@@ -203,6 +256,7 @@ mod tests {
             None,
             None,
             0,
+            TapAnalysis::default(),
         );
         let before = tap.settings();
         tap.replace(tap_config("60"));
