@@ -1,4 +1,4 @@
-//! The command line: `run`, `validate`, `sim`, `demo`. Each subcommand is a
+//! The command line: `run`, `validate`, `sim`, `demo`, `report`. Each subcommand is a
 //! thin call into the library; exit codes and messages are decided here.
 
 use crate::config::Config;
@@ -40,6 +40,8 @@ pub enum Command {
     Sim(SimArgs),
     /// Simulator + a tap + traffic + a live table: see tokentap measure, nothing to install.
     Demo(DemoArgs),
+    /// The methodology report of record logs: Markdown, JSON and an HTML page with charts.
+    Report(crate::report::ReportArgs),
 }
 
 /// Runs a parsed command line; the error is printed by `main`.
@@ -80,5 +82,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Sim(args) => Ok(Simulator::run_blocking(&args)?),
         Command::Demo(args) => crate::demo::run(&args),
+        Command::Report(args) => crate::report::run(&args),
     }
 }

@@ -22,6 +22,7 @@ pub mod observe;
 pub mod proxy;
 pub mod record;
 pub mod recordlog;
+pub mod report;
 pub mod server;
 pub mod sim;
 pub mod trace;
