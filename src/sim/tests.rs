@@ -73,7 +73,7 @@ async fn a_queued_request_waits_and_its_whole_response_shifts() {
     assert_eq!((ta.running, tb.running), (1, 1));
     assert!(ta.queue_wait_ms < 5.0, "{}", ta.queue_wait_ms);
     // a lasts 10 + 9 × 5 = 55 ms; b arrived 10 ms in.
-    assert!(tb.queue_wait_ms > 35.0, "{}", tb.queue_wait_ms);
+    assert!(tb.queue_wait_ms > 25.0, "{}", tb.queue_wait_ms);
     let headers = tb.events.first().unwrap();
     assert!(headers.t_ms >= tb.queue_wait_ms);
     assert!(tb.ttft().unwrap().as_secs_f64() * 1000.0 >= tb.queue_wait_ms + 10.0);
