@@ -1,8 +1,9 @@
-//! The command line: `run`, `validate`, `sim`, `demo`. Each subcommand is a
+//! The command line: `run`, `validate`, `sim`, `demo`, `drive`. Each subcommand is a
 //! thin call into the library; exit codes and messages are decided here.
 
 use crate::config::Config;
 use crate::demo::DemoArgs;
+use crate::drive::DriveArgs;
 use crate::observe::Hooks;
 use crate::sim::{SimArgs, Simulator};
 use clap::{Parser, Subcommand};
@@ -40,6 +41,9 @@ pub enum Command {
     Sim(SimArgs),
     /// Simulator + a tap + traffic + a live table: see tokentap measure, nothing to install.
     Demo(DemoArgs),
+    /// Send a reference workload (uniform, skewed, conversation, code,
+    /// long-context) to an OpenAI-compatible server and summarise it.
+    Drive(DriveArgs),
 }
 
 /// Runs a parsed command line; the error is printed by `main`.
@@ -80,5 +84,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Sim(args) => Ok(Simulator::run_blocking(&args)?),
         Command::Demo(args) => crate::demo::run(&args),
+        Command::Drive(args) => crate::drive::run(&args),
     }
 }

@@ -15,6 +15,7 @@ pub mod config;
 pub mod correlate;
 pub mod decode;
 pub mod demo;
+pub mod drive;
 pub mod metrics;
 pub mod observe;
 pub mod proxy;
