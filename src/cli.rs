@@ -1,8 +1,9 @@
-//! The command line: `run`, `validate`, `sim`, `demo`, `report`. Each subcommand is a
+//! The command line: `run`, `validate`, `sim`, `demo`, `drive`, `report`. Each subcommand is a
 //! thin call into the library; exit codes and messages are decided here.
 
 use crate::config::Config;
 use crate::demo::DemoArgs;
+use crate::drive::DriveArgs;
 use crate::observe::Hooks;
 use crate::sim::{SimArgs, Simulator};
 use clap::{Parser, Subcommand};
@@ -42,6 +43,9 @@ pub enum Command {
     Demo(DemoArgs),
     /// The methodology report of record logs: Markdown, JSON and an HTML page with charts.
     Report(crate::report::ReportArgs),
+    /// Send a reference workload (uniform, skewed, conversation, code,
+    /// long-context) to an OpenAI-compatible server and summarise it.
+    Drive(DriveArgs),
 }
 
 /// Runs a parsed command line; the error is printed by `main`.
@@ -83,5 +87,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sim(args) => Ok(Simulator::run_blocking(&args)?),
         Command::Demo(args) => crate::demo::run(&args),
         Command::Report(args) => crate::report::run(&args),
+        Command::Drive(args) => crate::drive::run(&args),
     }
 }

@@ -16,6 +16,7 @@ pub mod config;
 pub mod correlate;
 pub mod decode;
 pub mod demo;
+pub mod drive;
 pub mod engines;
 pub mod metrics;
 pub mod observe;

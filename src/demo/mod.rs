@@ -59,6 +59,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         tls_cert: None,
         tls_key: None,
         ground_truth: None,
+        engine: Default::default(),
         profile: Profile {
             itl_jitter_ms: 4.0,
             ..Profile::default()

@@ -11,19 +11,53 @@
 //! request with the `x-sim` header. It records the send time of every event
 //! (`truth`), so tests compare what tokentap measured with what was sent.
 //!
+//! It also models an engine's performance behaviour, so analyses can be
+//! checked against what the simulator was told:
+//!
+//! - **prefill cost** (`--prefill-ms-per-1k F`, per request): TTFT =
+//!   `ttft-ms` + F × uncached prompt tokens / 1000. Prompt tokens are the
+//!   JSON bytes of `messages` (or `prompt`) / 4.
+//! - **prefix caching** (`--prefix-cache`, `--prefix-cache-blocks N`,
+//!   engine-wide): vLLM-like chained 256-byte block hashes of the raw
+//!   `messages` JSON; leading blocks seen before count 64 cached tokens each
+//!   (at most prompt − 1), reported in `usage.prompt_tokens_details.
+//!   cached_tokens` and free of prefill cost. A conversation resending its
+//!   growing history hits on everything but the last partial block. LRU
+//!   eviction beyond N blocks.
+//! - **batching slowdown** (`--batch-slowdown F`, per request): every gap is
+//!   `itl-ms` × (1 + F × (running − 1)), `running` counted when the request
+//!   is admitted (its whole script is planned then: an approximation, later
+//!   arrivals do not slow it down).
+//! - **KV capacity** (`--kv-capacity-tokens N`, engine-wide): a request needs
+//!   prompt + planned output tokens of KV; it queues until that is free
+//!   (strict FIFO, head of line), the whole response (headers too) shifted
+//!   by the wait; released on completion, abort or client disconnect; more
+//!   than N is a 400. `--favour-tenant T` admits tenant T's requests before
+//!   all others (unfair scheduling). Tenant = `x-tenant`, else the bearer
+//!   token, else empty.
+//!
+//! The truth records per request its tenant, queue wait, running count,
+//! prompt and cached tokens. `stall@K:MS` still adds MS before event K, on
+//! top of all of the above.
+//!
 //! It writes HTTP/1.1 itself (requests parsed by httparse) because its job
 //! is exact control of the bytes on the wire: chunk boundaries, partial
 //! chunks, RST versus FIN, and a timestamp taken at the `write` of each event.
 
+pub mod admission;
+pub mod engine;
+pub mod prefix_cache;
 pub mod profile;
 pub mod script;
 mod serve;
 pub mod truth;
 pub mod wire;
 
+pub use engine::EngineArgs;
 pub use profile::{Fault, Profile};
 pub use truth::{Truth, TruthLog};
 
+use engine::Engine;
 use serve::SimState;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -47,6 +81,22 @@ pub struct SimArgs {
     pub ground_truth: Option<PathBuf>,
     #[command(flatten)]
     pub profile: Profile,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+impl Default for SimArgs {
+    /// Loopback on a free port, default profile and engine, no TLS, no file.
+    fn default() -> Self {
+        SimArgs {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls_cert: None,
+            tls_key: None,
+            ground_truth: None,
+            profile: Profile::default(),
+            engine: EngineArgs::default(),
+        }
+    }
 }
 
 /// How many served requests the in-memory ground truth keeps.
@@ -97,7 +147,12 @@ impl Simulator {
         let listener = std::net::TcpListener::bind(args.listen)?;
         listener.set_nonblocking(true)?;
         let addr = listener.local_addr()?;
-        let state = Arc::new(SimState::new(args.profile.clone(), truth.clone(), tls));
+        let state = Arc::new(SimState::new(
+            args.profile.clone(),
+            Engine::new(&args.engine),
+            truth.clone(),
+            tls,
+        ));
         runtime.spawn(async move {
             match tokio::net::TcpListener::from_std(listener) {
                 Ok(l) => {
@@ -135,3 +190,6 @@ impl Drop for Simulator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

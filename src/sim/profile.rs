@@ -14,15 +14,23 @@ pub struct Profile {
     /// Model name reported in responses and `/v1/models`.
     #[arg(long, default_value = "sim-model")]
     pub model: String,
-    /// Request received → first token event (ms).
+    /// Request admitted → first token event (ms), before the prefill cost.
     #[arg(long, default_value_t = 200.0)]
     pub ttft_ms: f64,
+    /// Prefill cost: TTFT grows by this many ms per 1,000 uncached prompt
+    /// tokens (prompt tokens minus prefix-cache hits).
+    #[arg(long = "prefill-ms-per-1k", default_value_t = 0.0)]
+    pub prefill_ms_per_1k: f64,
     /// Mean gap between token events (ms).
     #[arg(long, default_value_t = 20.0)]
     pub itl_ms: f64,
     /// Uniform jitter added to each gap, ± this many ms (seeded).
     #[arg(long, default_value_t = 0.0)]
     pub itl_jitter_ms: f64,
+    /// Batching slowdown: each gap is itl-ms × (1 + F × (running − 1)),
+    /// `running` being the requests generating when this one starts.
+    #[arg(long, default_value_t = 0.0)]
+    pub batch_slowdown: f64,
     /// Output tokens when the request sets no max_tokens (else the smaller).
     #[arg(long, default_value_t = 64)]
     pub output_tokens: u32,
@@ -70,8 +78,10 @@ impl Default for Profile {
         Profile::try_parse_from(std::iter::empty::<String>()).unwrap_or_else(|_| Profile {
             model: "sim-model".into(),
             ttft_ms: 200.0,
+            prefill_ms_per_1k: 0.0,
             itl_ms: 20.0,
             itl_jitter_ms: 0.0,
+            batch_slowdown: 0.0,
             output_tokens: 64,
             tokens_per_event: 1,
             reasoning_tokens: 0,
@@ -107,8 +117,10 @@ impl Profile {
         vec![
             format!("--model={}", self.model),
             format!("--ttft-ms={}", self.ttft_ms),
+            format!("--prefill-ms-per-1k={}", self.prefill_ms_per_1k),
             format!("--itl-ms={}", self.itl_ms),
             format!("--itl-jitter-ms={}", self.itl_jitter_ms),
+            format!("--batch-slowdown={}", self.batch_slowdown),
             format!("--output-tokens={}", self.output_tokens),
             format!("--tokens-per-event={}", self.tokens_per_event),
             format!("--reasoning-tokens={}", self.reasoning_tokens),
@@ -251,8 +263,12 @@ mod tests {
             ..Profile::default()
         };
         let p = base
-            .with_overrides("itl-ms=5, fault=reset@3,line-ending=crlf,role-delta=false")
+            .with_overrides(
+                "itl-ms=5, fault=reset@3,line-ending=crlf,role-delta=false,prefill-ms-per-1k=40,batch-slowdown=0.5",
+            )
             .unwrap();
+        assert_eq!(p.prefill_ms_per_1k, 40.0);
+        assert_eq!(p.batch_slowdown, 0.5);
         assert_eq!(p.ttft_ms, 10.0);
         assert_eq!(p.itl_ms, 5.0);
         assert_eq!(p.fault, Fault::Reset(3));
@@ -263,8 +279,10 @@ mod tests {
         let odd = Profile {
             model: "m x".into(),
             ttft_ms: 1.5,
+            prefill_ms_per_1k: 12.5,
             itl_ms: 2.5,
             itl_jitter_ms: 0.5,
+            batch_slowdown: 0.25,
             output_tokens: 3,
             tokens_per_event: 2,
             reasoning_tokens: 4,

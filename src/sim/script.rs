@@ -2,6 +2,12 @@
 //! of the profile, the request and a seed. The server only sleeps until each
 //! step's time and writes its bytes, so the script is the ground truth's
 //! plan and tests can check it without sockets.
+//!
+//! The engine's state (queue wait, prefix-cache hits, requests running) is
+//! decided by `serve` through `engine` before planning and comes in as
+//! numbers ([`Scheduling`]), so planning stays pure: the queue wait shifts
+//! every step (headers included), uncached prompt tokens add prefill time to
+//! the first token, and the batch size stretches every gap.
 
 use super::profile::{Fault, LineEnding, Profile, Split};
 use crate::decode::Operation;
@@ -22,6 +28,43 @@ pub struct RequestSpec {
     pub model: Option<String>,
     /// Sequence number of the request at this simulator.
     pub seq: u64,
+    /// What the engine decided when it admitted the request.
+    pub sched: Scheduling,
+}
+
+/// The engine-derived numbers of one request, fixed when it is admitted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Scheduling {
+    /// Prompt tokens served from the prefix cache (no prefill cost; reported
+    /// in `usage.prompt_tokens_details.cached_tokens`).
+    pub cached_tokens: u32,
+    /// Requests generating at the simulator when this one started, itself
+    /// included (0 and 1 both mean alone).
+    pub running: u32,
+    /// Time spent queued for KV capacity: every step is shifted by it.
+    pub queue_wait: Duration,
+}
+
+/// Output tokens the response will carry (the request's `max_tokens`
+/// capped by the profile's `output_tokens`, at least one).
+pub fn output_tokens(p: &Profile, max_tokens: Option<u64>) -> u32 {
+    max_tokens
+        .map_or(p.output_tokens, |m| {
+            u32::try_from(m).unwrap_or(u32::MAX).min(p.output_tokens)
+        })
+        .max(1)
+}
+
+/// Request admitted → first token: the base TTFT plus the prefill cost of
+/// the uncached prompt tokens.
+pub fn ttft(p: &Profile, prompt_tokens: u32, cached_tokens: u32) -> Duration {
+    let uncached = f64::from(prompt_tokens.saturating_sub(cached_tokens));
+    ms(p.ttft_ms + p.prefill_ms_per_1k * uncached / 1000.0)
+}
+
+/// The mean inter-token gap when `running` requests share the engine.
+pub fn mean_gap_ms(p: &Profile, running: u32) -> f64 {
+    p.itl_ms * (1.0 + p.batch_slowdown * f64::from(running.saturating_sub(1)))
 }
 
 /// The kind of each thing written (kept in the ground truth).
@@ -202,12 +245,12 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
     };
     let model = req.model.clone().unwrap_or_else(|| p.model.clone());
     let id = format!("sim-{}", req.seq);
-    let t_head = ms(p.header_delay_ms);
-    let wanted = req.max_tokens.map_or(p.output_tokens, |m| {
-        u32::try_from(m).unwrap_or(u32::MAX).min(p.output_tokens)
-    });
-    let n_tokens = wanted.max(1);
+    let wait = req.sched.queue_wait;
+    let t_head = wait + ms(p.header_delay_ms);
+    let n_tokens = output_tokens(p, req.max_tokens);
     let prompt_tokens = req.prompt_tokens;
+    let cached_tokens = req.sched.cached_tokens.min(prompt_tokens);
+    let gap_ms = mean_gap_ms(p, req.sched.running);
 
     if let Fault::Status(code) = p.fault {
         let body = json!({"error": {"message": format!("simulated {code}"), "type": "sim_error", "code": code}}).to_string();
@@ -232,7 +275,7 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
     let per_event = p.tokens_per_event.max(1);
     let n_events = n_tokens.div_ceil(per_event);
     let mut times = Vec::with_capacity(n_events as usize);
-    let mut t = ms(p.ttft_ms).max(t_head);
+    let mut t = (wait + ttft(p, prompt_tokens, cached_tokens)).max(t_head);
     for i in 0..n_events {
         if let Fault::Stall(k, extra) = p.fault {
             if k == i {
@@ -245,12 +288,12 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
         } else {
             0.0
         };
-        t += ms(p.itl_ms + jitter);
+        t += ms(gap_ms + jitter);
     }
     let t_last = times.last().copied().unwrap_or(t_head);
     let reasoning = p.reasoning_tokens.min(n_tokens);
     let usage = |completion: u32| {
-        let mut u = json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion, "prompt_tokens_details": {"cached_tokens": 0}});
+        let mut u = json!({"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion, "prompt_tokens_details": {"cached_tokens": cached_tokens}});
         if reasoning > 0 {
             if let Some(obj) = u.as_object_mut() {
                 obj.insert(
@@ -458,112 +501,4 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec(stream: bool) -> RequestSpec {
-        RequestSpec {
-            operation: Operation::Chat,
-            stream,
-            include_usage: true,
-            continuous_usage: false,
-            max_tokens: Some(5),
-            prompt_tokens: 7,
-            model: None,
-            seq: 1,
-        }
-    }
-
-    fn marks(s: &Script) -> Vec<Mark> {
-        s.steps.iter().filter_map(|s| s.mark).collect()
-    }
-
-    #[test]
-    fn stream_plan_has_the_expected_shape_and_times() {
-        let p = Profile {
-            ttft_ms: 100.0,
-            itl_ms: 10.0,
-            ..Profile::default()
-        };
-        let s = plan(&p, &spec(true));
-        use Mark::*;
-        assert_eq!(
-            marks(&s),
-            vec![Headers, Role, Token, Token, Token, Token, Token, Finish, Usage, Done, End]
-        );
-        let token_times: Vec<_> = s
-            .steps
-            .iter()
-            .filter(|s| s.mark == Some(Token))
-            .map(|s| s.at)
-            .collect();
-        assert_eq!(
-            token_times,
-            (0..5)
-                .map(|i| Duration::from_millis(100 + 10 * i))
-                .collect::<Vec<_>>()
-        );
-        assert_eq!(s.completion_tokens, 5);
-    }
-
-    #[test]
-    fn split_and_line_endings_keep_the_bytes() {
-        let p = Profile {
-            split: Split::Random,
-            line_ending: LineEnding::Mixed,
-            seed: 9,
-            ..Profile::default()
-        };
-        let s = plan(&p, &spec(true));
-        let tokens: u32 = s.steps.iter().map(|s| s.tokens).sum();
-        assert_eq!(tokens, 5);
-        assert!(s.steps.len() > marks(&s).len(), "some events were split");
-    }
-
-    #[test]
-    fn faults() {
-        let p = Profile {
-            fault: Fault::Reset(2),
-            ..Profile::default()
-        };
-        let s = plan(&p, &spec(true));
-        assert_eq!(
-            s.steps.last().map(|s| s.action.clone()),
-            Some(Action::Reset)
-        );
-        assert_eq!(s.completion_tokens, 2);
-        let p = Profile {
-            fault: Fault::Status(503),
-            ..Profile::default()
-        };
-        let s = plan(&p, &spec(true));
-        assert!(
-            matches!(&s.steps[0].action, Action::Write(b) if b.starts_with(b"HTTP/1.1 503 Service Unavailable"))
-        );
-        let p = Profile {
-            fault: Fault::Stall(1, 500),
-            ttft_ms: 0.0,
-            itl_ms: 10.0,
-            ..Profile::default()
-        };
-        let t: Vec<_> = plan(&p, &spec(true))
-            .steps
-            .iter()
-            .filter(|s| s.mark == Some(Mark::Token))
-            .map(|s| s.at)
-            .collect();
-        assert_eq!(t[1] - t[0], Duration::from_millis(510));
-    }
-
-    #[test]
-    fn non_streaming_body_arrives_when_generation_ends() {
-        let p = Profile {
-            ttft_ms: 50.0,
-            itl_ms: 10.0,
-            ..Profile::default()
-        };
-        let s = plan(&p, &spec(false));
-        assert_eq!(s.steps.len(), 1);
-        assert_eq!(s.steps[0].at, Duration::from_millis(90));
-    }
-}
+mod tests;

@@ -2,9 +2,17 @@
 //! route them, and play each response's script in real time while watching
 //! the client side, so a client that goes away is noticed at once and
 //! recorded in the ground truth.
+//!
+//! A completion request goes through the engine first: it queues for KV
+//! capacity (watching the client meanwhile), then looks up the prefix cache;
+//! those numbers are handed to the pure `script::plan`. The permit is held
+//! while the script plays and dropped when it ends however it ends; the
+//! prompt's blocks are then added to the prefix cache. `status=` faults
+//! answer before any of this (an engine rejecting a request never schedules it).
 
-use super::profile::Profile;
-use super::script::{self, Action, Mark, RequestSpec, Script};
+use super::engine::{self, Engine};
+use super::profile::{Fault, Profile};
+use super::script::{self, Action, Mark, RequestSpec, Scheduling, Script};
 use super::truth::{Truth, TruthLog};
 use super::wire::{self, Request};
 use crate::decode::{request::parse_request, Operation};
@@ -20,15 +28,22 @@ use tokio_rustls::TlsAcceptor;
 /// Shared state of one simulator.
 pub struct SimState {
     pub profile: Profile,
+    pub engine: Engine,
     pub truth: Arc<TruthLog>,
     pub tls: Option<TlsAcceptor>,
     seq: AtomicU64,
 }
 
 impl SimState {
-    pub fn new(profile: Profile, truth: Arc<TruthLog>, tls: Option<TlsAcceptor>) -> Self {
+    pub fn new(
+        profile: Profile,
+        engine: Engine,
+        truth: Arc<TruthLog>,
+        tls: Option<TlsAcceptor>,
+    ) -> Self {
         SimState {
             profile,
+            engine,
             truth,
             tls,
             seq: AtomicU64::new(0),
@@ -195,7 +210,7 @@ where
         })
         .unwrap_or(false);
     let seq = sim.seq.fetch_add(1, Ordering::Relaxed);
-    let spec = RequestSpec {
+    let mut spec = RequestSpec {
         operation,
         stream: info.stream.unwrap_or(false),
         include_usage: info.include_usage.unwrap_or(false),
@@ -206,8 +221,8 @@ where
             .max(1),
         model: info.model.clone(),
         seq,
+        sched: Scheduling::default(),
     };
-    let plan = script::plan(&profile, &spec);
     let mut truth = Truth::new(
         seq,
         req.header_str("x-request-id").map(str::to_owned),
@@ -218,11 +233,75 @@ where
     truth.fault = profile.fault.to_string();
     truth.sni = conn.sni.map(str::to_owned);
     truth.accept_encoding = req.header_str("accept-encoding").map(str::to_owned);
-    truth.prompt_tokens = plan.prompt_tokens;
+    let tenant = engine::tenant_of(req);
+    truth.tenant = tenant.clone();
+    truth.prompt_tokens = spec.prompt_tokens;
+    let prompt = engine::prompt_text(&req.body);
+    let permit = if matches!(profile.fault, Fault::Status(_)) {
+        None
+    } else {
+        let need = u64::from(spec.prompt_tokens)
+            + u64::from(script::output_tokens(&profile, spec.max_tokens));
+        let admitted = tokio::select! {
+            r = sim.engine.admit(need, &tenant) => r,
+            at = peer_gone(rd, buf) => {
+                truth.queue_wait_ms = ms_since(received, at);
+                truth.peer_closed_at(at);
+                sim.truth.push(truth);
+                return Ok(After::Close);
+            }
+        };
+        match admitted {
+            Ok(p) => Some(p),
+            Err(e) => {
+                let body = json!({"error": {"message": e.to_string(),
+                    "type": "invalid_request_error", "code": "context_length_exceeded"}});
+                write_simple(wr, 400, &body.to_string()).await?;
+                truth.rejected = true;
+                truth.mark(Mark::Body, Instant::now(), 0);
+                truth.complete = true;
+                sim.truth.push(truth);
+                return Ok(After::KeepAlive);
+            }
+        }
+    };
+    if let Some(permit) = &permit {
+        let admitted_at = Instant::now();
+        spec.sched = Scheduling {
+            cached_tokens: sim.engine.cached_tokens(prompt, spec.prompt_tokens),
+            running: permit.running,
+            queue_wait: admitted_at.saturating_duration_since(received),
+        };
+        truth.queue_wait_ms = ms_since(received, admitted_at);
+        truth.running = permit.running;
+        truth.cached_tokens = spec.sched.cached_tokens;
+    }
+    let plan = script::plan(&profile, &spec);
     truth.completion_tokens = plan.completion_tokens;
     let after = play(&plan, received, rd, wr, buf, conn.raw, &mut truth).await;
+    if permit.is_some() {
+        sim.engine.remember(prompt);
+    }
+    // Capacity comes back only now, however the response ended.
+    drop(permit);
     sim.truth.push(truth);
     Ok(after)
+}
+
+fn ms_since(start: Instant, at: Instant) -> f64 {
+    at.saturating_duration_since(start).as_secs_f64() * 1000.0
+}
+
+/// Resolves when the client closes (or resets) the connection. Bytes it
+/// sends meanwhile are kept in `buf`.
+async fn peer_gone<R: AsyncRead + Unpin>(rd: &mut R, buf: &mut Vec<u8>) -> Instant {
+    let mut tmp = [0u8; 4096];
+    loop {
+        match rd.read(&mut tmp).await {
+            Ok(0) | Err(_) => return Instant::now(),
+            Ok(n) => buf.extend_from_slice(tmp.get(..n).unwrap_or_default()),
+        }
+    }
 }
 
 /// An OpenAI-style moderation answer after `ttft_ms` (a guardrail service

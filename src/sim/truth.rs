@@ -48,6 +48,17 @@ pub struct Truth {
     pub peer_closed_ms: Option<f64>,
     pub prompt_tokens: u32,
     pub completion_tokens: u32,
+    /// Prompt tokens served from the prefix cache (as reported in usage).
+    pub cached_tokens: u32,
+    /// The request's tenant: `x-tenant`, else the bearer token, else empty.
+    pub tenant: String,
+    /// Time queued for KV capacity before admission (part of the TTFT).
+    pub queue_wait_ms: f64,
+    /// Requests generating when this one was admitted, itself included
+    /// (0: never admitted).
+    pub running: u32,
+    /// Refused with a 400: it needs more KV than the whole capacity.
+    pub rejected: bool,
     /// The planned response was written completely.
     pub complete: bool,
 }
@@ -71,6 +82,11 @@ impl Truth {
             peer_closed_ms: None,
             prompt_tokens: 0,
             completion_tokens: 0,
+            cached_tokens: 0,
+            tenant: String::new(),
+            queue_wait_ms: 0.0,
+            running: 0,
+            rejected: false,
             complete: false,
         }
     }

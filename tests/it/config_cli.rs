@@ -138,6 +138,7 @@ fn every_subcommand_has_help() {
         vec!["validate", "--help"],
         vec!["sim", "--help"],
         vec!["demo", "--help"],
+        vec!["drive", "--help"],
     ] {
         let out = bin().args(&sub).output().unwrap();
         assert!(out.status.success(), "{sub:?}");
@@ -147,5 +148,25 @@ fn every_subcommand_has_help() {
         );
     }
     let out = bin().args(["sim", "--help"]).output().unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("--fault"));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--fault",
+        "--prefill-ms-per-1k",
+        "--batch-slowdown",
+        "--prefix-cache",
+        "--kv-capacity-tokens",
+        "--favour-tenant",
+    ] {
+        assert!(help.contains(flag), "{flag}");
+    }
+    let out = bin().args(["drive", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--workload",
+        "--concurrency-steps",
+        "--rate",
+        "--summary-json",
+    ] {
+        assert!(help.contains(flag), "{flag}");
+    }
 }

@@ -15,6 +15,7 @@ async fn simulator_writes_one_ground_truth_line_per_request() {
         tls_cert: None,
         tls_key: None,
         ground_truth: Some(file.clone()),
+        engine: Default::default(),
         profile: Profile {
             ttft_ms: 10.0,
             itl_ms: 2.0,

@@ -38,6 +38,7 @@ pub fn sim(profile: Profile) -> Simulator {
         tls_cert: None,
         tls_key: None,
         ground_truth: None,
+        engine: Default::default(),
         profile,
     })
     .unwrap()

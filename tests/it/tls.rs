@@ -48,6 +48,7 @@ async fn https_upstream_with_configured_ca_streams_byte_exact() {
         tls_cert: Some(dir.join("server.pem")),
         tls_key: Some(dir.join("server.key")),
         ground_truth: None,
+        engine: Default::default(),
         profile: profile.clone(),
     })
     .unwrap();

@@ -1,0 +1,161 @@
+//! The simulated engine's shared state across requests: KV-capacity
+//! admission (`admission`) and the prefix cache (`prefix_cache`), set by
+//! engine-level flags ([`EngineArgs`]) that, unlike the per-request
+//! `Profile`, cannot be changed by the `x-sim` header.
+//!
+//! Owns: the engine flags, reading a request's tenant and prompt text, and
+//! the locking around the prefix cache. Does not own: timing (`script`) or
+//! the connection (`serve`).
+
+use super::admission::{Admission, Permit, TooLarge};
+use super::prefix_cache::{self, PrefixCache};
+use super::wire::Request;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::sync::{Arc, Mutex};
+
+/// Engine-level knobs of `tokentap sim` (not overridable per request).
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct EngineArgs {
+    /// Model vLLM-style prefix caching: the raw JSON of `messages` (or
+    /// `prompt`) in 256-byte blocks with chained hashes; leading blocks seen
+    /// before are reported as cached tokens (64 a block) and cost no prefill.
+    #[arg(long)]
+    pub prefix_cache: bool,
+    /// Prefix-cache capacity in blocks; beyond it the least recently used
+    /// blocks are evicted.
+    #[arg(long, default_value_t = 100_000)]
+    pub prefix_cache_blocks: usize,
+    /// KV capacity in tokens (0 = unlimited). A request needs its prompt plus
+    /// its planned output tokens; it waits in a queue until that much is
+    /// free (the wait is part of its TTFT). Larger than the whole capacity: 400.
+    #[arg(long, default_value_t = 0)]
+    pub kv_capacity_tokens: u64,
+    /// Unfair scheduling: requests of this tenant are admitted before all
+    /// others. Tenant = `x-tenant` header, else the bearer token, else empty.
+    #[arg(long)]
+    pub favour_tenant: Option<String>,
+}
+
+impl Default for EngineArgs {
+    fn default() -> Self {
+        EngineArgs {
+            prefix_cache: false,
+            prefix_cache_blocks: 100_000,
+            kv_capacity_tokens: 0,
+            favour_tenant: None,
+        }
+    }
+}
+
+/// The engine state one simulator shares between its connections.
+#[derive(Debug)]
+pub struct Engine {
+    admission: Arc<Admission>,
+    cache: Option<Mutex<PrefixCache>>,
+}
+
+impl Engine {
+    pub fn new(args: &EngineArgs) -> Self {
+        Engine {
+            admission: Admission::new(args.kv_capacity_tokens, args.favour_tenant.clone()),
+            cache: args
+                .prefix_cache
+                .then(|| Mutex::new(PrefixCache::new(args.prefix_cache_blocks))),
+        }
+    }
+
+    /// Waits for KV capacity (see `admission`).
+    pub async fn admit(&self, need_tokens: u64, tenant: &str) -> Result<Permit, TooLarge> {
+        self.admission.admit(need_tokens, tenant).await
+    }
+
+    /// Prompt tokens already in the prefix cache (0 when caching is off).
+    pub fn cached_tokens(&self, prompt: &[u8], prompt_tokens: u32) -> u32 {
+        let hits = self
+            .cache
+            .as_ref()
+            .and_then(|c| c.lock().ok())
+            .map_or(0, |mut c| c.lookup(prompt));
+        prefix_cache::cached_tokens(hits, prompt_tokens)
+    }
+
+    /// Caches the prompt's full blocks (after it was served).
+    pub fn remember(&self, prompt: &[u8]) {
+        if let Some(mut c) = self.cache.as_ref().and_then(|c| c.lock().ok()) {
+            c.insert(prompt);
+        }
+    }
+}
+
+/// The tenant of a request: `x-tenant`, else the `Authorization: Bearer`
+/// token, else empty.
+pub fn tenant_of(req: &Request) -> String {
+    if let Some(t) = req.header_str("x-tenant") {
+        return t.trim().to_string();
+    }
+    req.header_str("authorization")
+        .map(str::trim)
+        .and_then(|v| {
+            v.get(..7)
+                .filter(|s| s.eq_ignore_ascii_case("bearer "))
+                .and_then(|_| v.get(7..))
+        })
+        .map(|t| t.trim().to_string())
+        .unwrap_or_default()
+}
+
+#[derive(Deserialize)]
+struct PromptView<'a> {
+    #[serde(borrow, default)]
+    messages: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    prompt: Option<&'a RawValue>,
+}
+
+/// The raw JSON text of `messages` (else `prompt`) as sent: what the prefix
+/// cache hashes. Empty when the body has neither.
+pub fn prompt_text(body: &[u8]) -> &[u8] {
+    serde_json::from_slice::<PromptView<'_>>(body)
+        .ok()
+        .and_then(|v| v.messages.or(v.prompt))
+        .map(|raw| raw.get().as_bytes())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(headers: &[(&str, &str)]) -> Request {
+        Request {
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+                .collect(),
+            ..Request::default()
+        }
+    }
+
+    #[test]
+    fn tenant_from_header_then_bearer() {
+        assert_eq!(
+            tenant_of(&req(&[("x-tenant", "acme"), ("authorization", "Bearer k")])),
+            "acme"
+        );
+        assert_eq!(
+            tenant_of(&req(&[("authorization", "bearer tenant-3-key")])),
+            "tenant-3-key"
+        );
+        assert_eq!(tenant_of(&req(&[("authorization", "Basic xyz")])), "");
+        assert_eq!(tenant_of(&req(&[])), "");
+    }
+
+    #[test]
+    fn prompt_text_is_the_raw_json() {
+        let body = br#"{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}"#;
+        assert_eq!(prompt_text(body), br#"[{"role":"user","content":"hi"}]"#);
+        assert_eq!(prompt_text(br#"{"prompt":"once"}"#), br#""once""#);
+        assert_eq!(prompt_text(b"not json"), b"");
+    }
+}
