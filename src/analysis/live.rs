@@ -215,7 +215,7 @@ impl Live {
                 hist.points.pop_front();
                 hist.levels.pop_front();
             }
-            analysis.tradeoff = report::tradeoff(hist.points.iter().cloned().collect());
+            report::finish(&mut analysis, hist.points.iter().cloned().collect(), s);
             if let super::Test::Measured(c) = &mut analysis.capacity {
                 let merged = load::merge_levels(hist.levels.iter().flatten());
                 c.capacity = load::capacity_of_levels(

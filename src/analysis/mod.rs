@@ -98,8 +98,22 @@ pub struct ThroughputReport {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CapacityReport {
     pub concurrency: load::Concurrency,
+    /// Capacity across windows (the primary figure; needs 2+ windows).
+    pub windows: Option<series::WindowCapacity>,
+    pub windows_note: Option<String>,
+    /// By the in-flight level each request arrived at (detail; the
+    /// fallback within one window).
     #[serde(flatten)]
     pub capacity: load::Capacity,
+}
+
+impl CapacityReport {
+    /// The capacity figure: across windows when there are, else by level.
+    pub fn figure(&self) -> Option<f64> {
+        self.windows
+            .map(|w| w.concurrency)
+            .or(self.capacity.capacity.map(f64::from))
+    }
 }
 
 /// One tap's ten tests over one span of time.
@@ -253,6 +267,8 @@ pub fn analyze(
     } else {
         Test::Measured(CapacityReport {
             concurrency: conc,
+            windows: None,
+            windows_note: Some("a single span: capacity across windows needs the curve".into()),
             capacity: load::capacity(
                 &measured,
                 &settings.slo,

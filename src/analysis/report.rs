@@ -150,13 +150,24 @@ fn tap_report(
         settings,
     };
     let mut analysis = analyze(&input, &mut PrefixMemory::default(), None);
-    analysis.tradeoff = tradeoff(points);
+    finish(&mut analysis, points, settings);
     TapReport { analysis, windows }
 }
 
+/// Completes a span's analysis with what needs its windows: the tradeoff
+/// curve and the capacity across windows.
+pub fn finish(analysis: &mut super::Analysis, points: Vec<Point>, settings: &AnalysisSettings) {
+    analysis.tradeoff = tradeoff(points, settings.capacity_target);
+    if let (Test::Measured(c), Some(curve)) = (&mut analysis.capacity, analysis.tradeoff.measured())
+    {
+        c.windows = curve.capacity;
+        c.windows_note = curve.capacity_note.clone();
+    }
+}
+
 /// The tradeoff test from window points.
-pub fn tradeoff(points: Vec<Point>) -> Test<Curve> {
-    let curve = series::curve(points);
+pub fn tradeoff(points: Vec<Point>, target: f64) -> Test<Curve> {
+    let curve = series::curve(points, target);
     if curve.points.len() >= 2 {
         Test::Measured(curve)
     } else {

@@ -96,6 +96,9 @@ pub struct Sample {
     pub prefix: [Option<String>; 3],
     #[serde(default)]
     pub trace_id: Option<String>,
+    /// The client's `x-request-id` (printable, at most 128 bytes).
+    #[serde(default)]
+    pub request_id: Option<String>,
     #[serde(default)]
     pub verdict: Option<String>,
 }
@@ -169,6 +172,7 @@ impl Sample {
             tenant: r.tenant.clone(),
             prefix: r.request.prefixes.map(|h| h.map(|h| format!("{h:016x}"))),
             trace_id: r.trace.map(|t| t.trace_id_hex()),
+            request_id: r.request_id.clone(),
             verdict: r.verdict.map(|v| v.as_str().to_owned()),
         }
     }

@@ -69,8 +69,8 @@ impl Out<'_> {
 
     /// Percentiles of a summary in ms, as seconds, each when available.
     fn quantiles(&mut self, def: &'static table::MetricDef, s: &Summary) {
-        for (name, q) in PERCENTILES {
-            self.put(def, &[&q.to_string()], s.get(name).map(|ms| ms / 1e3));
+        for (name, _) in PERCENTILES {
+            self.put(def, &[name], s.get(name).map(|ms| ms / 1e3));
         }
     }
 }
@@ -121,7 +121,7 @@ impl WindowSink for WindowGauges {
             );
         }
         if let Some(c) = a.capacity.measured() {
-            o.put(&table::CAPACITY, &[], c.capacity.capacity.map(f64::from));
+            o.put(&table::CAPACITY, &[], c.figure());
         }
         if let Some(k) = a.tradeoff.measured().and_then(|c| c.knee.as_ref()) {
             o.put(&table::KNEE, &[], Some(k.concurrency));

@@ -129,9 +129,9 @@ pub const CAPACITY: MetricDef = window(
     "tokentap_capacity_requests",
     "tokentap.capacity",
     Unit::Requests,
-    "Concurrent request capacity: the highest in-flight level (at request start) whose SLO attainment stayed at or above `analysis.capacity_target`, over the kept windows.",
+    "Concurrent request capacity over the kept windows: the time-weighted concurrency of the busiest window before the first (by concurrency) whose SLO attainment fell below `analysis.capacity_target`; with a single window, the highest in-flight level at arrival whose attainment stayed at or above it.",
     TAP,
-    "when SLOs are configured and a level has `analysis.capacity_min_requests` requests",
+    "when SLOs are configured and a window (or a level with `analysis.capacity_min_requests` requests) met the target",
     &[Test::Capacity],
 );
 

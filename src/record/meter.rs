@@ -62,6 +62,11 @@ const MAX_REQUEST_ID: usize = 128;
 /// token-id arrays, and a tap's thread also relays other streams).
 pub const INLINE_PARSE_BYTES: usize = 256 * 1024;
 
+/// The same bound when the prompt is also hashed (fingerprint, prefixes):
+/// that parses it into a tree, about ten times slower, and the parse delays
+/// the body's last piece on its way upstream.
+pub const INLINE_HASH_BYTES: usize = 16 * 1024;
+
 /// The measuring state of one request.
 #[derive(Debug)]
 pub struct Meter {
@@ -261,7 +266,7 @@ impl Meter {
         match self.req_body.bytes() {
             None => self.request_error = Some(MeasureError::RequestBodyTooLarge),
             Some([]) => {}
-            Some(b) if b.len() > INLINE_PARSE_BYTES => return Some(self.req_body.take()),
+            Some(b) if b.len() > self.inline_parse_bytes() => return Some(self.req_body.take()),
             Some(b) => {
                 let parsed = request::parse_request_with(b, self.hashes);
                 self.set_request(parsed);
@@ -269,6 +274,14 @@ impl Meter {
         }
         self.req_body.release();
         None
+    }
+
+    fn inline_parse_bytes(&self) -> usize {
+        if self.hashes.fingerprint || self.hashes.prefixes {
+            INLINE_HASH_BYTES
+        } else {
+            INLINE_PARSE_BYTES
+        }
     }
 
     /// The parsed request (from `request_body` or from elsewhere).

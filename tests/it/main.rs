@@ -9,6 +9,7 @@
 )]
 
 mod accuracy;
+mod analyses;
 mod attribution;
 mod collector;
 mod config_cli;
