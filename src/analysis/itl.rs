@@ -8,10 +8,11 @@
 //!   median), or longer than `absolute_ms` whatever the median.
 //! - A **fake stream** is a streamed response with at least
 //!   `FAKE_MIN_EVENTS` token events of which at least half arrived in the
-//!   last 10 % of the span from its response headers to its last token event:
-//!   generated elsewhere, then replayed (or held by a buffering layer).
-//!   A very long prefill after early headers followed by a fast decode looks
-//!   alike; the report shows the count, not a verdict on the engine.
+//!   last 10 % of its time (request received to last token event), with a
+//!   median gap under `FAKE_MAX_MEDIAN_GAP_MS`: generated elsewhere, then
+//!   replayed in a burst (or held by a buffering layer). The gap condition
+//!   keeps a long prefill followed by a genuine decode (a few ms per token
+//!   at the fastest) from looking alike.
 
 use super::sample::Sample;
 use super::settings::StallRule;
@@ -20,6 +21,9 @@ use serde::Serialize;
 
 /// Token events a stream needs before it is judged real or fake.
 pub const FAKE_MIN_EVENTS: u32 = 8;
+
+/// A burst's median gap is below this; a decode's is not.
+pub const FAKE_MAX_MEDIAN_GAP_MS: f64 = 1.0;
 
 /// Stall events kept for the report's chart.
 pub const MAX_STALL_EVENTS: usize = 2_000;
@@ -48,16 +52,14 @@ pub fn is_fake_stream(s: &Sample) -> Option<bool> {
     if !s.stream || s.token_events < FAKE_MIN_EVENTS || s.gaps_truncated {
         return None;
     }
-    let begin = s.ttfb_ms?;
     let last = s.last_token_ms?;
-    let span = last - begin;
-    if span <= 0.0 {
-        return Some(true);
-    }
-    let late_from = begin + 0.9 * span;
+    let late_from = 0.9 * last;
     let offsets: Vec<f64> = s.token_offsets_ms().collect();
     let late = offsets.iter().filter(|t| **t >= late_from).count();
-    Some(late * 2 >= offsets.len() && !offsets.is_empty())
+    let mut gaps = s.gaps_ms.clone();
+    gaps.sort_by(f64::total_cmp);
+    let median = quantile_unchecked(&gaps, 0.5)?;
+    Some(late * 2 >= offsets.len() && !offsets.is_empty() && median < FAKE_MAX_MEDIAN_GAP_MS)
 }
 
 /// One detected stall, placed on the wall clock.
@@ -178,6 +180,12 @@ mod tests {
         assert_eq!(is_fake_stream(&real), Some(false));
         let fake = stream(1.0, 2000.0, vec![0.05; 40]);
         assert_eq!(is_fake_stream(&fake), Some(true));
+        // Headers only with the burst (a buffering layer): still fake.
+        let held = stream(2000.0, 2000.0, vec![0.01; 40]);
+        assert_eq!(is_fake_stream(&held), Some(true));
+        // A long prefill, then a genuine fast decode: not fake.
+        let prefill = stream(1.0, 10_000.0, vec![3.0; 40]);
+        assert_eq!(is_fake_stream(&prefill), Some(false));
         let short = stream(1.0, 2000.0, vec![0.05; 3]);
         assert_eq!(is_fake_stream(&short), None);
     }

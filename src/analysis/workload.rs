@@ -17,7 +17,8 @@ use serde::Serialize;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Workload {
-    /// `uniform`, `skewed`, `conversation`, `code_completion`, `long_context`.
+    /// `uniform`, `skewed`, `conversation`, `code_completion`,
+    /// `long_context`; `none` without requests.
     pub resembles: &'static str,
     /// The figures the rule used.
     pub why: String,
@@ -77,7 +78,9 @@ pub fn classify(samples: &[&Sample], prefix_reuse_1k: Option<f64>) -> Workload {
     let (input_cv, output_cv, arrival_cv) = (cv(&inputs), cv(&outputs), cv(&arrivals));
     let reuse = prefix_reuse_1k.unwrap_or(0.0);
     let f = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.2}"));
-    let (resembles, why) = if in_med.is_some_and(|m| m >= 8_000.0) {
+    let (resembles, why) = if samples.is_empty() {
+        ("none", "no chat or completion requests".to_string())
+    } else if in_med.is_some_and(|m| m >= 8_000.0) {
         (
             "long_context",
             format!("median input {} tokens ≥ 8000", f(in_med)),

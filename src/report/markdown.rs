@@ -295,10 +295,34 @@ fn tap(out: &mut String, t: &TapReport) {
                 num(v.concurrency.mean),
                 v.concurrency.max
             );
+            match (&v.windows, &v.windows_note) {
+                (Some(w), _) => {
+                    let _ = writeln!(
+                        o,
+                        "- Capacity across {} windows: concurrency {} (attainment {} ≥ {}){}",
+                        w.windows,
+                        num(w.concurrency),
+                        num(w.attainment),
+                        num(v.capacity.target),
+                        if w.bounded {
+                            ""
+                        } else {
+                            " — a lower bound: the SLOs held in every window"
+                        }
+                    );
+                }
+                (None, note) => {
+                    let _ = writeln!(
+                        o,
+                        "- Capacity across windows: not available ({})",
+                        note.as_deref().unwrap_or("—")
+                    );
+                }
+            }
             let c = &v.capacity;
             let _ = writeln!(
                 o,
-                "- Capacity (attainment ≥ {}, levels with ≥ {} requests): {}{}",
+                "- By in-flight level at arrival (attainment ≥ {}, levels with ≥ {} requests): {}{}",
                 num(c.target),
                 c.min_requests,
                 c.capacity.map_or("n/a".into(), |c| c.to_string()),

@@ -20,6 +20,7 @@ mod nginx;
 mod openai_client;
 mod otlp;
 mod process;
+mod report;
 mod scrape;
 mod sim_demo;
 mod support;
