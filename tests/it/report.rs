@@ -305,7 +305,7 @@ async fn fixture_is_current() {
     if std::env::var("TOKENTAP_BLESS").is_err() {
         let (samples, skipped) = read_jsonl(&std::fs::read_to_string(FIXTURE).unwrap());
         assert_eq!(skipped, 0);
-        assert!(samples.len() > 300, "{} samples", samples.len());
+        assert!(samples.len() > 250, "{} samples", samples.len());
         return;
     }
     let _g = serial().await;
