@@ -3,6 +3,7 @@
 #   cmake      pingora's zlib-ng build (Debian/Ubuntu: apt)
 #   promtool   `promtool check metrics` in the tests (Debian/Ubuntu: package prometheus)
 #   nginx      a real gateway hop between two taps in the attribution tests
+#   chromium   headless check that the HTML report opens without console errors
 #   .venv      the official `openai` Python client for the real-client test (pip)
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
@@ -12,6 +13,7 @@ apt_packages=()
 command -v cmake >/dev/null 2>&1 || apt_packages+=(cmake)
 command -v promtool >/dev/null 2>&1 || apt_packages+=(prometheus)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_packages+=(nginx-light)
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || apt_packages+=(chromium)
 if [ "${#apt_packages[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
     SUDO=""
@@ -26,7 +28,7 @@ if [ "${#apt_packages[@]}" -gt 0 ]; then
       fi
     done
   else
-    echo "deps: please install: ${apt_packages[*]} (cmake for the build; promtool from Prometheus and nginx for the tests)" >&2
+    echo "deps: please install: ${apt_packages[*]} (cmake for the build; promtool from Prometheus, nginx and chromium for the tests)" >&2
     exit 1
   fi
 fi

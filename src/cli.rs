@@ -82,6 +82,20 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(c) => println!("  correlation: on, settle {:?}", c.settle),
                 None => println!("  correlation: off"),
             }
+            match &cfg.analysis {
+                Some(a) => println!(
+                    "  analysis: on, window {:?}, SLOs set: {}, engines scraped: {}",
+                    a.settings.window,
+                    a.settings.slo.is_set(),
+                    a.engines.len()
+                ),
+                None => println!("  analysis: off"),
+            }
+            for t in cfg.taps.iter().filter(|t| t.record_log.is_some()) {
+                if let Some(r) = &t.record_log {
+                    println!("  tap {} record log: {}", t.name, r.path.display());
+                }
+            }
             Ok(())
         }
         Command::Sim(args) => Ok(Simulator::run_blocking(&args)?),
