@@ -89,6 +89,8 @@ pub enum Label {
     Cache,
     Figure,
     Engine,
+    /// An engine scrape's result (the same label name as `Result`, other values).
+    ScrapeResult,
 }
 
 impl Label {
@@ -123,6 +125,7 @@ impl Label {
             Label::Cache => "tokentap.cache",
             Label::Figure => "tokentap.figure",
             Label::Engine => "tokentap.engine",
+            Label::ScrapeResult => "tokentap.result",
         }
     }
 
@@ -144,7 +147,7 @@ impl Label {
             Label::Phase | Label::GuardPhase => "phase",
             Label::Hop => "hop",
             Label::Verdict => "verdict",
-            Label::Result => "result",
+            Label::Result | Label::ScrapeResult => "result",
             Label::Signal => "signal",
             Label::Quantile => "percentile",
             Label::Stat => "stat",
@@ -188,6 +191,7 @@ impl Label {
             Label::Cache => "`hit`, `miss`",
             Label::Figure => "`requests`, `ttft`, `tpot`, `itl`",
             Label::Engine => "engine names from `analysis.engines`",
+            Label::ScrapeResult => "`ok`, `error` (engine scrapes)",
         }
     }
 }
@@ -854,6 +858,7 @@ pub fn render_markdown() -> String {
         Label::Cache,
         Label::Figure,
         Label::Engine,
+        Label::ScrapeResult,
     ] {
         out.push_str(&format!(
             "| `{}` | {} | `{}` |\n",

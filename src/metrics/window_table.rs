@@ -351,7 +351,7 @@ pub const ENGINE_SCRAPES: MetricDef = MetricDef {
     kind: Kind::Counter,
     unit: Unit::Info,
     help: "Scrapes of engine metrics endpoints, by engine and result (`ok`, `error`).",
-    labels: &[L::Engine, L::Result],
+    labels: &[L::Engine, L::ScrapeResult],
     buckets: &[],
     start: ENGINE_START,
     end: ENGINE_START,

@@ -116,6 +116,11 @@ impl Admission {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Tokens of KV in all (0 = unlimited).
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
     /// Tokens of KV in use.
     pub fn used(&self) -> u64 {
         self.lock().used

@@ -65,6 +65,33 @@ impl Engine {
         }
     }
 
+    /// The engine's own metrics in vLLM's names (`GET /metrics`), so the
+    /// engine scrape of the memory-pressure analysis has something real to
+    /// read: KV-cache usage (0 with unlimited capacity), running and waiting
+    /// requests, and a preemption counter (this engine queues, it never
+    /// preempts).
+    pub fn metrics_text(&self, model: &str) -> String {
+        let a = &self.admission;
+        let usage = match a.capacity() {
+            0 => 0.0,
+            c => a.used() as f64 / c as f64,
+        };
+        let m = model.replace(['"', '\\', '\n'], "_");
+        format!(
+            "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n\
+             # TYPE vllm:kv_cache_usage_perc gauge\n\
+             vllm:kv_cache_usage_perc{{model_name=\"{m}\"}} {usage}\n\
+             # TYPE vllm:num_requests_running gauge\n\
+             vllm:num_requests_running{{model_name=\"{m}\"}} {}\n\
+             # TYPE vllm:num_requests_waiting gauge\n\
+             vllm:num_requests_waiting{{model_name=\"{m}\"}} {}\n\
+             # TYPE vllm:num_preemptions_total counter\n\
+             vllm:num_preemptions_total{{model_name=\"{m}\"}} 0\n",
+            a.running(),
+            a.queued()
+        )
+    }
+
     /// Waits for KV capacity (see `admission`).
     pub async fn admit(&self, need_tokens: u64, tenant: &str) -> Result<Permit, TooLarge> {
         self.admission.admit(need_tokens, tenant).await

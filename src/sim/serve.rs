@@ -141,12 +141,21 @@ async fn write_simple<W: AsyncWrite + Unpin>(
     status: u16,
     body: &str,
 ) -> io::Result<()> {
+    write_typed(wr, status, "application/json", body).await
+}
+
+async fn write_typed<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    status: u16,
+    content_type: &str,
+    body: &str,
+) -> io::Result<()> {
     let reason = http::StatusCode::from_u16(status)
         .ok()
         .and_then(|s| s.canonical_reason())
         .unwrap_or("");
     let head = format!(
-        "HTTP/1.1 {status} {reason}\r\nserver: tokentap-sim\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        "HTTP/1.1 {status} {reason}\r\nserver: tokentap-sim\r\ncontent-type: {content_type}\r\ncontent-length: {}\r\n\r\n",
         body.len()
     );
     wr.write_all(head.as_bytes()).await?;
@@ -172,6 +181,11 @@ where
         ("GET", _) if path == "/v1/models" => {
             let body = json!({"object": "list", "data": [{"id": sim.profile.model, "object": "model", "owned_by": "tokentap-sim"}]});
             write_simple(wr, 200, &body.to_string()).await?;
+            return Ok(After::KeepAlive);
+        }
+        ("GET", _) if path == "/metrics" => {
+            let body = sim.engine.metrics_text(&sim.profile.model);
+            write_typed(wr, 200, "text/plain; version=0.0.4", &body).await?;
             return Ok(After::KeepAlive);
         }
         ("GET", _) if path == "/health" => {

@@ -52,7 +52,23 @@ async fn promtool_accepts_a_scrape_with_every_kind_of_request() {
         output_tokens: 16,
         ..Profile::default()
     });
-    let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    // Analyses with the simulator's own /metrics scraped as an engine, and a
+    // record log, so that their series are in the scrape too.
+    let dir = std::env::temp_dir().join(format!("tokentap-scrape-{}", std::process::id()));
+    let top = format!(
+        "analysis:\n  window_seconds: 3600\n  slo:\n    ttft_ms: 500\n  engines:\n    - name: sim\n      url: http://{}/metrics\n      interval_seconds: 0.1\n",
+        behind.addr
+    );
+    let log = format!(
+        "    record_log:\n      path: {}\n",
+        dir.join("r.jsonl").display()
+    );
+    let tap = Tap::start_top(
+        &format!("http://{}", behind.addr),
+        &log,
+        &top,
+        std::path::Path::new("."),
+    );
     let cont = serde_json::json!({"model": "m2", "stream": true, "stream_options": {"include_usage": true, "continuous_usage_stats": true}, "messages": []}).to_string();
     let requests: Vec<(&str, Vec<u8>, &str)> = vec![
         ("/v1/chat/completions", chat(true, true), ""),
@@ -85,17 +101,25 @@ async fn promtool_accepts_a_scrape_with_every_kind_of_request() {
     let _ = client::send(tap.addr, "GET", "/v1/models", &[], b"")
         .await
         .unwrap();
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        * 1e3;
+    tap.server.analyses.as_ref().unwrap().live.close_window(now);
     let resp = client::send(tap.admin, "GET", "/metrics", &[], b"")
         .await
         .unwrap();
     let scrape = String::from_utf8(resp.body).unwrap();
     // Attribution metrics need several taps (see `attribution.rs`), OTLP
-    // metrics an OTLP export (see `otlp.rs`).
-    for def in tokentap::metrics::table::ALL
-        .iter()
-        .filter(|d| !is_attribution(d) && !d.name.starts_with("tokentap_otlp_"))
-    {
+    // metrics an OTLP export (see `otlp.rs`); window gauges exist only when
+    // their figure is available (`analyses.rs`, `report.rs`): the ones this
+    // traffic supports are checked below.
+    use tokentap::metrics::table::Kind;
+    for def in tokentap::metrics::table::ALL.iter().filter(|d| {
+        !is_attribution(d) && !d.name.starts_with("tokentap_otlp_") && d.kind != Kind::WindowGauge
+    }) {
         assert!(
             scrape.contains(&format!("# TYPE {} ", def.name)),
             "{} missing from the scrape",
@@ -106,6 +130,20 @@ async fn promtool_accepts_a_scrape_with_every_kind_of_request() {
         scrape.contains("tokentap_tokens_per_event_bucket"),
         "continuous usage gave per-event tokens"
     );
+    for series in [
+        "tokentap_window_requests_per_second{boundary=\"engine\",tap=\"t\"}",
+        "tokentap_window_concurrency{boundary=\"engine\",stat=\"mean\",tap=\"t\"}",
+        "tokentap_window_slo_attainment_ratio{boundary=\"engine\",tap=\"t\"}",
+        "tokentap_window_samples{boundary=\"engine\",figure=\"itl\",tap=\"t\"}",
+        "tokentap_window_itl_seconds{boundary=\"engine\",percentile=\"p50\",tap=\"t\"}",
+        "tokentap_window_stall_ratio{boundary=\"engine\",tap=\"t\"}",
+        "tokentap_engine_kv_cache_usage_ratio{engine=\"sim\"} 0",
+        "tokentap_engine_preemptions{engine=\"sim\"} 0",
+    ] {
+        assert!(scrape.contains(series), "{series} missing");
+    }
+    assert!(!scrape.contains("tokentap_engine_scrapes_total{engine=\"sim\",result=\"ok\"} 0"));
+    let _ = std::fs::remove_dir_all(&dir);
     let lint = promtool_check(&scrape);
     println!(
         "promtool check metrics: ok ({} bytes scraped) {lint}",
