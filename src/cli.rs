@@ -54,7 +54,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run { config } => {
             let cfg =
                 Config::load(&config).map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
-            crate::server::run(&cfg, Hooks::default())?;
+            crate::server::run(&cfg, Hooks::default(), Some(&config))?;
             Ok(())
         }
         Command::Validate { config } => {

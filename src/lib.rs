@@ -23,6 +23,7 @@ pub mod observe;
 pub mod proxy;
 pub mod record;
 pub mod recordlog;
+pub mod reload;
 pub mod report;
 pub mod server;
 pub mod sim;

@@ -3,7 +3,9 @@
 //! admin service.
 //!
 //! Two ways to run it: `run` blocks the calling thread and obeys Unix
-//! signals (SIGINT fast, SIGTERM graceful) — that is `tokentap run`;
+//! signals (SIGINT fast; SIGTERM graceful: `/readyz` 503 at once, listeners
+//! closed after `drain_notice`, in-flight requests get `grace_period`;
+//! SIGHUP reloads the config file) — that is `tokentap run`;
 //! `spawn` runs it on a background thread and returns a `Running` handle to
 //! stop it — that is the demo and the tests. Both first check that every
 //! listen address can be bound, so a taken port is a clear error naming the
@@ -18,6 +20,7 @@ use crate::observe::Hooks;
 use crate::otlp::Otlp;
 use crate::proxy::{Tap, TapAnalysis, TapProxy};
 use crate::recordlog::RecordLog;
+use crate::reload::{self, Reloader};
 use crate::windows::Analyses;
 use async_trait::async_trait;
 use pingora::apps::HttpServerOptions;
@@ -26,6 +29,7 @@ use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
 use pingora::services::listening::Service;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -48,6 +52,8 @@ pub enum StartError {
     Thread(std::io::Error),
     #[error("{0}")]
     Otlp(#[from] crate::otlp::OtlpError),
+    #[error("{0}")]
+    Config(String),
     #[error("{key}: cannot open {path}: {source}")]
     RecordLog {
         key: String,
@@ -77,6 +83,8 @@ pub struct Built {
     pub otlp: Option<Otlp>,
     /// Live analyses (`/report`), when on.
     pub analyses: Option<Analyses>,
+    /// The taps, for hot reload.
+    pub taps: Vec<Arc<Tap>>,
 }
 
 /// Builds (does not start) the server.
@@ -103,6 +111,7 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
         otlp = Some(o);
     }
     let metrics = Arc::new(metrics);
+    crate::reload::register(&metrics);
     let spans = otlp.as_ref().and_then(Otlp::spans);
     let ready = Readiness::default();
     let correlator = match config.correlation {
@@ -128,6 +137,7 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
     let live = analyses.as_ref().map(|a| a.live.clone());
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
+    let mut taps = Vec::with_capacity(config.taps.len());
     for (i, tap_cfg) in config.taps.iter().enumerate() {
         let labels = crate::metrics::TapLabels {
             tap: tap_cfg.name.clone(),
@@ -165,6 +175,7 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
             span_events,
             analysis,
         ));
+        taps.push(tap.clone());
         let mut opts = HttpServerOptions::default();
         opts.h2c = tap_cfg.h2c;
         let mut svc = ProxyServiceBuilder::new(&server.configuration, TapProxy::new(tap))
@@ -192,6 +203,7 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
         ready,
         otlp,
         analyses,
+        taps,
     })
 }
 
@@ -225,16 +237,28 @@ fn wait_listening(config: &Config, limit: Duration) -> bool {
     true
 }
 
-/// Runs until SIGINT (fast) or SIGTERM (graceful); blocks the caller.
-pub fn run(config: &Config, hooks: Hooks) -> Result<(), StartError> {
+/// Runs until SIGINT (fast) or SIGTERM (graceful); blocks the caller. With
+/// `source` (the config file), SIGHUP and, if configured, a change of the
+/// file's content reload it.
+pub fn run(config: &Config, hooks: Hooks, source: Option<&Path>) -> Result<(), StartError> {
     let built = build(config, hooks)?;
     let ready = built.ready.clone();
+    if let Some(path) = source {
+        let reloader = Arc::new(Reloader::new(
+            path,
+            config.clone(),
+            built.taps.clone(),
+            built.metrics.clone(),
+        ));
+        reload::spawn_triggers(reloader, config.watch_config).map_err(StartError::Thread)?;
+    }
     let cfg = config.clone();
+    let ready_set = ready.clone();
     std::thread::Builder::new()
         .name("tokentap-ready".into())
         .spawn(move || {
             if wait_listening(&cfg, Duration::from_secs(30)) {
-                ready.set(true);
+                ready_set.set(true);
                 tracing::info!(admin = %cfg.admin_listen, taps = cfg.taps.len(), "tokentap ready");
             } else {
                 tracing::error!("listeners did not come up within 30 s");
@@ -243,13 +267,52 @@ pub fn run(config: &Config, hooks: Hooks) -> Result<(), StartError> {
         .map_err(StartError::Thread)?;
     let otlp = built.otlp;
     let _analyses = built.analyses;
-    built.server.run(RunArgs::default());
+    built.server.run(RunArgs {
+        shutdown_signal: Box::new(SignalWatch {
+            ready,
+            notice: config.drain_notice,
+        }),
+    });
     if let Some(o) = otlp {
         if !o.shutdown() {
             tracing::warn!("OTLP flush did not finish within its bound; the rest is dropped");
         }
     }
     Ok(())
+}
+
+/// Unix signals for `run`: SIGTERM marks the process not ready at once and
+/// lets `notice` pass (load balancers see `/readyz` 503 and stop sending)
+/// before pingora stops the listeners and gives in-flight requests their
+/// grace; SIGINT stops at once; SIGQUIT is pingora's graceful upgrade.
+struct SignalWatch {
+    ready: Readiness,
+    notice: Duration,
+}
+
+#[async_trait]
+impl ShutdownSignalWatch for SignalWatch {
+    async fn recv(&self) -> ShutdownSignal {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut term), Ok(mut int), Ok(mut quit)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::quit()),
+        ) else {
+            tracing::error!("cannot listen for signals; stopping");
+            return ShutdownSignal::FastShutdown;
+        };
+        tokio::select! {
+            _ = term.recv() => {
+                self.ready.set(false);
+                tracing::info!(notice = ?self.notice, "SIGTERM: not ready; draining");
+                tokio::time::sleep(self.notice).await;
+                ShutdownSignal::GracefulTerminate
+            }
+            _ = int.recv() => ShutdownSignal::FastShutdown,
+            _ = quit.recv() => ShutdownSignal::GracefulUpgrade,
+        }
+    }
 }
 
 /// A server running on a background thread.
@@ -263,6 +326,9 @@ pub struct Running {
     pub otlp_flushed: Option<bool>,
     /// Live analyses (tests close windows by hand with `close_window`).
     pub analyses: Option<Analyses>,
+    /// Set by `spawn_file`: reloads the config file.
+    pub reloader: Option<Arc<Reloader>>,
+    pub taps: Vec<Arc<Tap>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -297,6 +363,7 @@ pub fn spawn(config: &Config, hooks: Hooks) -> Result<Running, StartError> {
         ready,
         otlp,
         analyses,
+        taps,
     } = build(config, hooks)?;
     let (stop, rx) = watch::channel(None);
     let thread = std::thread::Builder::new()
@@ -316,6 +383,8 @@ pub fn spawn(config: &Config, hooks: Hooks) -> Result<Running, StartError> {
         otlp,
         otlp_flushed: None,
         analyses,
+        reloader: None,
+        taps,
     };
     if !wait_listening(config, limit) {
         running.stop();
@@ -325,7 +394,25 @@ pub fn spawn(config: &Config, hooks: Hooks) -> Result<Running, StartError> {
     Ok(running)
 }
 
+/// `spawn` for a config file that `Running::reload` re-reads.
+pub fn spawn_file(path: &Path, hooks: Hooks) -> Result<Running, StartError> {
+    let config = Config::load(path).map_err(|e| StartError::Config(e.to_string()))?;
+    let mut running = spawn(&config, hooks)?;
+    running.reloader = Some(Arc::new(Reloader::new(
+        path,
+        config,
+        running.taps.clone(),
+        running.metrics.clone(),
+    )));
+    Ok(running)
+}
+
 impl Running {
+    /// Re-reads the config file (`spawn_file` only), as SIGHUP does.
+    pub fn reload(&self) -> Option<reload::Outcome> {
+        self.reloader.as_ref().map(|r| r.reload())
+    }
+
     /// Fast shutdown (like SIGINT); returns when the server thread ended.
     pub fn stop(&mut self) {
         self.finish(StopKind::Fast);

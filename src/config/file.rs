@@ -192,22 +192,39 @@ pub struct ServerFile {
     /// Worker threads of each tap's runtime.
     #[serde(default = "one")]
     pub threads: usize,
-    /// SIGTERM: how long in-flight requests may go on before shutdown starts.
-    #[serde(default = "five")]
+    /// SIGTERM: /readyz answers 503 at once; listeners keep accepting this
+    /// long so load balancers see it, then stop.
+    #[serde(default = "one_f")]
+    pub drain_notice_seconds: f64,
+    /// Then in-flight requests may go on this long before shutdown starts.
+    #[serde(default = "thirty")]
     pub grace_period_seconds: u64,
     /// Then: how long runtimes get to stop.
     #[serde(default = "five")]
     pub shutdown_timeout_seconds: u64,
+    /// Re-read the config file when its content changes, checking this often
+    /// (0: only on SIGHUP).
+    #[serde(default)]
+    pub watch_config_seconds: f64,
 }
 
 impl Default for ServerFile {
     fn default() -> Self {
         ServerFile {
             threads: one(),
-            grace_period_seconds: five(),
+            drain_notice_seconds: one_f(),
+            grace_period_seconds: thirty(),
             shutdown_timeout_seconds: five(),
+            watch_config_seconds: 0.0,
         }
     }
+}
+
+fn one_f() -> f64 {
+    1.0
+}
+fn thirty() -> u64 {
+    30
 }
 
 fn one() -> usize {

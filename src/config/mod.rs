@@ -77,8 +77,12 @@ pub struct Config {
     pub admin_listen: SocketAddr,
     pub max_models: usize,
     pub threads: usize,
+    /// SIGTERM: /readyz 503 for this long before listeners stop accepting.
+    pub drain_notice: Duration,
     pub grace_period: Duration,
     pub shutdown_timeout: Duration,
+    /// Poll the config file for changes this often (`None`: SIGHUP only).
+    pub watch_config: Option<Duration>,
     /// Joining the records of this process's taps (`None`: off).
     pub correlation: Option<CorrelationConfig>,
     /// OTLP export (`None`: off).
@@ -200,10 +204,32 @@ fn validate(f: FileConfig, base: &Path) -> Result<Config, ConfigError> {
         admin_listen,
         max_models: f.metrics.max_models,
         threads: f.server.threads,
+        drain_notice: secs_in(
+            "server.drain_notice_seconds",
+            f.server.drain_notice_seconds,
+            0.0,
+            300.0,
+        )?,
+        watch_config: match f.server.watch_config_seconds {
+            0.0 => None,
+            v => Some(secs_in("server.watch_config_seconds", v, 0.1, 3600.0)?),
+        },
         grace_period: Duration::from_secs(f.server.grace_period_seconds),
         shutdown_timeout: Duration::from_secs(f.server.shutdown_timeout_seconds),
         taps,
     })
+}
+
+/// Seconds within `[min, max]`.
+fn secs_in(key: &str, v: f64, min: f64, max: f64) -> Result<Duration, ConfigError> {
+    if v.is_finite() && v >= min && v <= max {
+        Ok(Duration::from_secs_f64(v))
+    } else {
+        Err(err(
+            key,
+            format!("{v} is not a number of seconds in [{min}, {max}]"),
+        ))
+    }
 }
 
 fn correlation(c: &CorrelationFile, taps: usize) -> Result<Option<CorrelationConfig>, ConfigError> {

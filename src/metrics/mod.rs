@@ -105,6 +105,13 @@ impl Metrics {
         }
     }
 
+    /// Sets an integer gauge (Prometheus; these gauges are Prometheus-only).
+    pub fn set_int(&self, def: &MetricDef, labels: &[&str], v: i64) {
+        if let Some(g) = self.prom.gauge(def) {
+            g.with_label_values(labels).set(v);
+        }
+    }
+
     /// Removes a window gauge's series (its figure is not available).
     pub fn unset(&self, def: &MetricDef, labels: &[&str]) {
         if let Some(g) = self.prom.float_gauge(def) {

@@ -39,6 +39,8 @@ pub fn prometheus_only(def: &MetricDef) -> bool {
             table::OTLP_EXPORTED.name,
             table::OTLP_DROPPED.name,
             table::BUILD_INFO.name,
+            table::CONFIG_LAST_SUCCESS.name,
+            table::CONFIG_RESTART_PENDING.name,
         ]
         .contains(&def.name)
 }

@@ -91,6 +91,8 @@ pub enum Label {
     Engine,
     /// An engine scrape's result (the same label name as `Result`, other values).
     ScrapeResult,
+    /// A config reload's result (the same label name, other values).
+    ReloadResult,
 }
 
 impl Label {
@@ -125,7 +127,7 @@ impl Label {
             Label::Cache => "tokentap.cache",
             Label::Figure => "tokentap.figure",
             Label::Engine => "tokentap.engine",
-            Label::ScrapeResult => "tokentap.result",
+            Label::ScrapeResult | Label::ReloadResult => "tokentap.result",
         }
     }
 
@@ -147,7 +149,7 @@ impl Label {
             Label::Phase | Label::GuardPhase => "phase",
             Label::Hop => "hop",
             Label::Verdict => "verdict",
-            Label::Result | Label::ScrapeResult => "result",
+            Label::Result | Label::ScrapeResult | Label::ReloadResult => "result",
             Label::Signal => "signal",
             Label::Quantile => "percentile",
             Label::Stat => "stat",
@@ -192,6 +194,7 @@ impl Label {
             Label::Figure => "`requests`, `ttft`, `tpot`, `itl`",
             Label::Engine => "engine names from `analysis.engines`",
             Label::ScrapeResult => "`ok`, `error` (engine scrapes)",
+            Label::ReloadResult => "`applied`, `unchanged`, `rejected` (config reloads)",
         }
     }
 }
@@ -790,7 +793,52 @@ pub const ALL: &[&MetricDef] = &[
     &WINDOW_SAMPLES_DROPPED,
     &RECORD_LOG_LINES,
     &RECORD_LOG_DROPPED,
+    &CONFIG_RELOADS,
+    &CONFIG_LAST_SUCCESS,
+    &CONFIG_RESTART_PENDING,
 ];
+
+pub const CONFIG_RELOADS: MetricDef = MetricDef {
+    name: "tokentap_config_reloads_total",
+    otel_name: "tokentap.config.reloads",
+    kind: Kind::Counter,
+    unit: Unit::Info,
+    help: "Config reloads (SIGHUP or a changed watched file) by result: applied (taps swapped), unchanged (valid, nothing live to change), rejected (invalid: the running config stays).",
+    labels: &[L::ReloadResult],
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "every reload attempt",
+    tests: &[],
+};
+
+pub const CONFIG_LAST_SUCCESS: MetricDef = MetricDef {
+    name: "tokentap_config_last_reload_success_timestamp_seconds",
+    otel_name: "tokentap.config.last_reload_success",
+    kind: Kind::Gauge,
+    unit: Unit::Seconds,
+    help: "Unix time of the last successful config load (startup or reload).",
+    labels: &[],
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "at startup and after every applied or unchanged reload (Prometheus only)",
+    tests: &[],
+};
+
+pub const CONFIG_RESTART_PENDING: MetricDef = MetricDef {
+    name: "tokentap_config_restart_pending",
+    otel_name: "tokentap.config.restart_pending",
+    kind: Kind::Gauge,
+    unit: Unit::Info,
+    help: "Changed config keys that the last successful reload could not apply live (listen addresses, the set of taps, process-wide sections): a restart applies them.",
+    labels: &[],
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "after every successful load (Prometheus only)",
+    tests: &[],
+};
 
 pub use super::window_table::*;
 
@@ -859,6 +907,7 @@ pub fn render_markdown() -> String {
         Label::Figure,
         Label::Engine,
         Label::ScrapeResult,
+        Label::ReloadResult,
     ] {
         out.push_str(&format!(
             "| `{}` | {} | `{}` |\n",

@@ -16,6 +16,7 @@ mod config_cli;
 mod failures;
 mod forwarding;
 mod gateway;
+mod lifecycle;
 mod nginx;
 mod openai_client;
 mod otlp;
