@@ -385,10 +385,15 @@ async fn canaries_in_prompts_and_credentials_never_leave() {
         ..Profile::default()
     });
     let (tap, admin) = (free_addr(), free_addr());
+    // Everything tokentap can write is on: OTLP, analyses (windows close
+    // every 0.5 s; /report) and the record log.
+    let records =
+        std::env::temp_dir().join(format!("tokentap-canary-{}.jsonl", std::process::id()));
     let yaml = format!(
-        "admin:\n  listen: {admin}\n{}taps:\n  - name: c\n    boundary: gateway\n    listen: {tap}\n    upstream: http://{}\n",
+        "admin:\n  listen: {admin}\n{}analysis:\n  window_seconds: 0.5\ntaps:\n  - name: c\n    boundary: gateway\n    listen: {tap}\n    upstream: http://{}\n    record_log:\n      path: {}\n",
         otlp_yaml(collector.addr, "  span_events: true\n"),
-        behind.addr
+        behind.addr,
+        records.display()
     );
     let path = std::env::temp_dir().join(format!("tokentap-canary-{}.yaml", std::process::id()));
     std::fs::write(&path, yaml).unwrap();
@@ -430,20 +435,21 @@ async fn canaries_in_prompts_and_credentials_never_leave() {
     for stream in [true, false] {
         let body = serde_json::json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": prompt}]}).to_string();
         let auth = format!("Bearer {key}");
+        let basic = format!("Basic {key}");
+        let cookie = format!("session={key}");
+        // Every credential header and query parameter at once.
         let h = [
             ("authorization", auth.as_str()),
+            ("proxy-authorization", basic.as_str()),
             ("x-api-key", key),
-            ("cookie", key),
+            ("api-key", key),
+            ("x-goog-api-key", key),
+            ("cookie", cookie.as_str()),
         ];
-        let r = tokentap::client::send(
-            tap,
-            "POST",
-            "/v1/chat/completions?key=CANARY-KEY-9d1c",
-            &h,
-            body.as_bytes(),
-        )
-        .await
-        .unwrap();
+        let path = format!("/v1/chat/completions?key={key}&api_key={key}&access_token={key}");
+        let r = tokentap::client::send(tap, "POST", &path, &h, body.as_bytes())
+            .await
+            .unwrap();
         assert_eq!(r.status, 200);
     }
     // Let spans and a metrics export out, then stop gracefully.
@@ -456,6 +462,18 @@ async fn canaries_in_prompts_and_credentials_never_leave() {
         .await
         .unwrap()
         .body;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let report = tokentap::client::send(admin, "GET", "/report", &[], b"")
+        .await
+        .unwrap();
+    assert_eq!(report.status, 200);
+    let report = report.body;
+    let record_log = std::fs::read(&records).unwrap();
+    let tenant = b"\"tenant\":\"k-";
+    assert!(
+        record_log.windows(tenant.len()).any(|w| w == tenant),
+        "the record log has lines with a tenant (an API-key hash)"
+    );
     Command::new("kill")
         .args(["-INT", &child.0.id().to_string()])
         .status()
@@ -469,7 +487,12 @@ async fn canaries_in_prompts_and_credentials_never_leave() {
             .raw()
             .iter()
             .map(|b| ("OTLP export", b.as_slice()))
-            .chain([("/metrics", scrape.as_slice()), ("logs", logs.as_bytes())])
+            .chain([
+                ("/metrics", scrape.as_slice()),
+                ("logs", logs.as_bytes()),
+                ("/report", report.as_slice()),
+                ("record log", record_log.as_slice()),
+            ])
         {
             assert!(
                 !bytes.windows(canary.len()).any(|w| w == canary.as_bytes()),
@@ -479,6 +502,7 @@ async fn canaries_in_prompts_and_credentials_never_leave() {
     }
     let _ = value; // keep the helper in use for attribute debugging
     std::fs::remove_file(path).ok();
+    std::fs::remove_file(records).ok();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
