@@ -152,7 +152,7 @@ async fn promtool_accepts_a_scrape_with_every_kind_of_request() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn model_labels_stay_bounded_under_hostile_input() {
+async fn labels_stay_bounded_under_10000_models_paths_and_api_keys() {
     let _g = serial().await;
     let behind = sim(Profile {
         ttft_ms: 0.0,
@@ -160,33 +160,109 @@ async fn model_labels_stay_bounded_under_hostile_input() {
         output_tokens: 2,
         ..Profile::default()
     });
-    let tap = Tap::start(&format!("http://{}", behind.addr), "");
-    let n = 300;
-    for i in 0..n {
-        let model = if i % 10 == 0 {
-            format!("evil\n{i}")
-        } else {
-            format!("model-{i}")
-        };
-        let body = serde_json::json!({"model": model, "stream": true, "messages": []}).to_string();
-        post(tap.addr, &[], body.as_bytes()).await;
+    let tap = Tap::start_top(
+        &format!("http://{}", behind.addr),
+        "",
+        "analysis:\n  window_seconds: 3600\n",
+        std::path::Path::new("."),
+    );
+    // 10,000 requests, each with its own model name (one in ten hostile),
+    // its own path and its own API key.
+    let n = 10_000usize;
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..16 {
+        let (next, addr) = (next.clone(), tap.addr);
+        workers.push(tokio::spawn(async move {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= n {
+                    return;
+                }
+                let model = if i % 10 == 0 {
+                    format!("evil\n{i}")
+                } else {
+                    format!("model-{i}")
+                };
+                let body =
+                    serde_json::json!({"model": model, "stream": true, "messages": []}).to_string();
+                let path = if i % 2 == 0 {
+                    format!("/tenant-{i}/v1/chat/completions")
+                } else {
+                    format!("/random-{i}/elsewhere")
+                };
+                let key = format!("Bearer sk-random-{i}");
+                client::send(
+                    addr,
+                    "POST",
+                    &path,
+                    &[("authorization", &key)],
+                    body.as_bytes(),
+                )
+                .await
+                .unwrap();
+            }
+        }));
+    }
+    for w in workers {
+        w.await.unwrap();
     }
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        * 1e3;
+    tap.server.analyses.as_ref().unwrap().live.close_window(now);
+    let started = std::time::Instant::now();
     let scrape = tap.scrape();
-    let mut models: Vec<&str> = scrape
-        .lines()
-        .filter(|l| l.starts_with("tokentap_requests_total{"))
-        .filter_map(|l| l.split("model=\"").nth(1)?.split('"').next())
-        .collect();
-    models.sort_unstable();
-    models.dedup();
-    assert_eq!(models.len(), 51, "50 models + other");
-    assert!(models.contains(&"other"));
+    let scrape_time = started.elapsed();
+    let values = |label: &str| {
+        let mut v: Vec<&str> = scrape
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split(&format!("{label}=\"")).nth(1)?.split('"').next())
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let models = values("model");
+    assert_eq!(
+        models.len(),
+        52,
+        "50 models, other, unknown (paths that are not LLM calls)"
+    );
+    assert!(models.contains(&"other") && models.contains(&"unknown"));
+    let tenants = values("tenant");
+    assert!(
+        tenants.len() <= 11,
+        "top 10 tenants + other: {}",
+        tenants.len()
+    );
+    assert!(
+        !scrape.contains("random-") && !scrape.contains("sk-random"),
+        "no path or key in labels"
+    );
     let overflow = tap.sample("tokentap_label_overflow_total{label=\"model\"}");
+    // Chat requests (even i) name their models; the others are `other`
+    // without naming any (not an LLM path: no body is read).
     assert_eq!(
         overflow,
-        (n - 50) as f64,
+        (n / 2 - 50) as f64,
         "every request that did not get its own value is counted"
+    );
+    let mut per_family = std::collections::BTreeMap::<&str, usize>::new();
+    for l in scrape.lines().filter(|l| !l.starts_with('#')) {
+        let name = l.split(['{', ' ']).next().unwrap_or_default();
+        *per_family.entry(name).or_default() += 1;
+    }
+    let (widest, series) = per_family.iter().max_by_key(|(_, n)| **n).unwrap();
+    println!(
+        "10,000 models, paths and keys: {} series in all, widest family {widest} with {series}, /metrics {} KiB encoded in {:?}",
+        per_family.values().sum::<usize>(),
+        scrape.len() / 1024,
+        scrape_time
     );
     promtool_check(&scrape);
 }
