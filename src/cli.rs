@@ -19,8 +19,18 @@ pub struct Cli {
     /// Log filter (tracing syntax, e.g. `info,tokentap=debug`); RUST_LOG also works.
     #[arg(long, global = true, env = "TOKENTAP_LOG", default_value = "info")]
     pub log: String,
+    /// Log lines as text or as JSON objects (one per line; access-log
+    /// fields become keys).
+    #[arg(long, global = true, env = "TOKENTAP_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]

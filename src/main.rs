@@ -33,10 +33,14 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let spec = std::env::var("RUST_LOG").unwrap_or_else(|_| cli.log.clone());
     // pingora reports through `log`; the subscriber bridges it into tracing.
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter(&spec))
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        cli::LogFormat::Text => builder.init(),
+        // One JSON object per line: the access log's fields become keys.
+        cli::LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
     match cli::run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

@@ -281,6 +281,18 @@ pub struct TapFile {
     /// One JSONL line per request (off unless set).
     #[serde(default)]
     pub record_log: Option<super::analysis::RecordLogFile>,
+    /// An access-log event per request (target `tokentap::access`), off
+    /// unless set.
+    #[serde(default)]
+    pub access_log: Option<AccessLogFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessLogFile {
+    /// Share of requests logged (0–1], chosen at random.
+    #[serde(default = "one_f")]
+    pub sample: f64,
 }
 
 #[derive(Debug, Deserialize)]

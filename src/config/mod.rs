@@ -110,6 +110,8 @@ pub struct TapConfig {
     pub limits: MeterLimits,
     /// One JSONL line per request (`None`: off).
     pub record_log: Option<analysis::RecordLogConfig>,
+    /// Access-log sampling rate (`None`: off).
+    pub access_log: Option<f64>,
 }
 
 /// Where a tap forwards to, resolved.
@@ -459,6 +461,16 @@ fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapConfig, Config
         timeouts,
         limits,
         record_log: analysis::record_log(key, t.record_log.as_ref(), base)?,
+        access_log: match &t.access_log {
+            None => None,
+            Some(a) if a.sample > 0.0 && a.sample <= 1.0 => Some(a.sample),
+            Some(a) => {
+                return Err(err(
+                    format!("{key}.access_log.sample"),
+                    format!("{} is not in (0, 1]", a.sample),
+                ))
+            }
+        },
     })
 }
 

@@ -127,6 +127,11 @@ impl Tap {
         hop: Option<Arc<str>>,
     ) {
         self.metrics.record(&self.labels, model, record);
+        if let Some(rate) = self.settings().config.access_log {
+            if rate >= 1.0 || rand::random::<f64>() < rate {
+                access_log(&self.labels, &model.value, record);
+            }
+        }
         for sink in &self.hooks.records {
             sink.record(&self.labels, &model.value, record);
         }
@@ -204,6 +209,31 @@ impl Tap {
     pub fn replace(&self, config: TapConfig) {
         self.settings.store(Arc::new(TapSettings::new(config)));
     }
+}
+
+/// One access-log event (target `tokentap::access`): bounded names, times,
+/// counts and ids — never content, headers or the query string.
+fn access_log(tap: &crate::metrics::TapLabels, model: &str, r: &RequestRecord) {
+    let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
+    tracing::info!(
+        target: "tokentap::access",
+        tap = &*tap.tap,
+        boundary = tap.boundary,
+        operation = r.operation.as_str(),
+        model,
+        stream = r.stream,
+        status = r.status,
+        outcome = r.outcome.as_str(),
+        error_type = r.error_type.map(|e| e.as_str()),
+        ttfb_ms = ms(r.ttfb),
+        ttft_ms = ms(r.ttft),
+        e2e_ms = r.e2e.as_secs_f64() * 1e3,
+        input_tokens = r.input_tokens,
+        output_tokens = r.output_tokens,
+        trace_id = r.trace.map(|t| t.trace_id_hex()),
+        request_id = r.request_id.as_deref(),
+        "request"
+    );
 }
 
 fn peer_template(cfg: &TapConfig) -> HttpPeer {

@@ -301,3 +301,90 @@ async fn a_watched_config_file_reloads_when_its_content_changes() {
         "once switched, everything goes to B"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_access_log_is_json_lines_sampled_as_configured() {
+    let _g = serial().await;
+    let up = sim(Profile {
+        ttft_ms: 1.0,
+        itl_ms: 1.0,
+        output_tokens: 3,
+        ..Profile::default()
+    });
+    let (all, some, admin) = (free_addr(), free_addr(), free_addr());
+    let yaml = format!(
+        "admin:\n  listen: {admin}\ntaps:\n  - name: all\n    boundary: engine\n    listen: {all}\n    upstream: http://{u}\n    access_log:\n      sample: 1\n  - name: some\n    boundary: engine\n    listen: {some}\n    upstream: http://{u}\n    access_log:\n      sample: 0.25\n",
+        u = up.addr
+    );
+    let config = std::env::temp_dir().join(format!("tokentap-access-{}.yaml", std::process::id()));
+    std::fs::write(&config, yaml).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tokentap"))
+        .args(["--log-format", "json", "run", "-c"])
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ready(admin).await {
+        assert!(Instant::now() < deadline, "not ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for i in 0..400 {
+        let tap = if i < 20 { all } else { some };
+        let id = format!("acc-{i}");
+        let r = client::send(
+            tap,
+            "POST",
+            "/v1/chat/completions?key=secret",
+            &[("x-request-id", &id)],
+            &chat(true, true),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.status, 200);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&config);
+    let text = reader.join().unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["target"] == "tokentap::access")
+        .collect();
+    let of = |tap: &str| lines.iter().filter(|v| v["tap"] == tap).count();
+    assert_eq!(of("all"), 20, "every request of a fully sampled tap");
+    let sampled = of("some");
+    // 380 requests at 0.25: 95 expected, sd ≈ 8.4.
+    assert!(
+        (55..=135).contains(&sampled),
+        "{sampled} of 380 sampled at 0.25"
+    );
+    let first = lines.iter().find(|v| v["tap"] == "all").unwrap();
+    for k in [
+        "boundary",
+        "model",
+        "status",
+        "outcome",
+        "ttfb_ms",
+        "ttft_ms",
+        "e2e_ms",
+        "output_tokens",
+        "request_id",
+    ] {
+        assert!(!first[k].is_null(), "{k} in {first}");
+    }
+    assert_eq!(first["outcome"], "ok");
+    assert!(!text.contains("secret"), "the query string is never logged");
+    println!("access log: 20 of 20 and {sampled} of 380 at 0.25; {first}");
+}
