@@ -1,7 +1,7 @@
 # One entry point for humans and CI: `make test` is exactly what CI runs.
 CARGO ?= cargo
 
-.PHONY: all deps build test lint unit it demo clean
+.PHONY: all deps build test lint unit it demo fuzz clean
 
 all: build
 
@@ -28,6 +28,18 @@ test: lint unit it
 
 demo: deps
 	$(CARGO) run --release --locked -- demo
+
+# libFuzzer on each target for FUZZ_SECONDS (needs a nightly toolchain;
+# cargo-fuzz is installed when missing). New crashes land in
+# fuzz/artifacts/; add them to fuzz/corpus/<target>/ once fixed.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = sse classify request meter
+fuzz: deps
+	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
+	@for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+	  (cd fuzz && $(CARGO) +nightly fuzz run $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=1024) || exit 1; \
+	done
 
 clean:
 	$(CARGO) clean

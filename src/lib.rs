@@ -18,6 +18,8 @@ pub mod decode;
 pub mod demo;
 pub mod drive;
 pub mod engines;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod metrics;
 pub mod observe;
 pub mod proxy;
