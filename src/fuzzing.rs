@@ -114,8 +114,8 @@ mod tests {
         let mut runs = 0;
         for (name, target) in TARGETS {
             let dir = root.join(name);
-            let entries = std::fs::read_dir(&dir)
-                .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            let entries =
+                std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
             for entry in entries {
                 let data = std::fs::read(entry.unwrap().path()).unwrap();
                 target(&data);
