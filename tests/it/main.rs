@@ -24,5 +24,6 @@ mod process;
 mod report;
 mod scrape;
 mod sim_demo;
+mod smuggling;
 mod support;
 mod tls;
