@@ -97,7 +97,10 @@ pub fn meter(data: &[u8]) {
 }
 
 /// The targets by name (the corpus directory names).
-pub const TARGETS: [(&str, fn(&[u8])); 4] = [
+/// A target's name (its corpus directory) and entry point.
+pub type Target = (&'static str, fn(&[u8]));
+
+pub const TARGETS: [Target; 4] = [
     ("sse", sse),
     ("classify", classify),
     ("request", request),

@@ -20,6 +20,7 @@ pub mod drive;
 pub mod engines;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod limits;
 pub mod metrics;
 pub mod observe;
 pub mod proxy;

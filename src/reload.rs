@@ -43,6 +43,13 @@ fn tap_restart_keys(i: usize, a: &TapConfig, b: &TapConfig) -> Vec<String> {
     if a.h2c != b.h2c {
         keys.push(key("h2c"));
     }
+    // HTTP/2 settings are fixed per listener (HTTP/1 limits apply live).
+    if a.clients.h2_max_streams != b.clients.h2_max_streams {
+        keys.push(key("limits.h2_max_streams"));
+    }
+    if a.clients.keepalive != b.clients.keepalive {
+        keys.push(key("timeouts.keepalive_seconds (HTTP/2 idle timeout)"));
+    }
     if !same(&a.record_log, &b.record_log) {
         keys.push(key("record_log"));
     }

@@ -14,6 +14,7 @@
 use crate::admin::{AdminApp, Readiness};
 use crate::config::Config;
 use crate::correlate::{AttributionSink, Correlator};
+use crate::limits::app::GuardedApp;
 use crate::metrics::attribution::CorrelationMetrics;
 use crate::metrics::Metrics;
 use crate::observe::Hooks;
@@ -24,7 +25,8 @@ use crate::reload::{self, Reloader};
 use crate::windows::Analyses;
 use async_trait::async_trait;
 use pingora::apps::HttpServerOptions;
-use pingora::proxy::ProxyServiceBuilder;
+use pingora::protocols::http::v2::server::H2Options;
+use pingora::proxy::HttpProxy;
 use pingora::server::configuration::ServerConf;
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
 use pingora::services::listening::Service;
@@ -176,12 +178,10 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
             analysis,
         ));
         taps.push(tap.clone());
-        let mut opts = HttpServerOptions::default();
-        opts.h2c = tap_cfg.h2c;
-        let mut svc = ProxyServiceBuilder::new(&server.configuration, TapProxy::new(tap))
-            .name(format!("tap {}", tap_cfg.name))
-            .server_options(opts)
-            .build();
+        let mut svc = Service::new(
+            format!("tap {}", tap_cfg.name),
+            GuardedApp::new(tap_proxy(&server.configuration, tap.clone()), tap),
+        );
         svc.threads = Some(config.threads);
         svc.add_tcp(&tap_cfg.listen.to_string());
         server.add_service(svc);
@@ -439,4 +439,20 @@ impl Drop for Running {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A tap's pingora proxy with its HTTP/1 and HTTP/2 server options.
+/// Connection-level options are read here once: changing them needs a
+/// restart (`reload::diff` says so).
+fn tap_proxy(conf: &Arc<ServerConf>, tap: Arc<Tap>) -> HttpProxy<TapProxy> {
+    let cfg = tap.settings().config.clone();
+    let mut proxy = pingora::proxy::http_proxy(conf, TapProxy::new(tap));
+    let mut opts = HttpServerOptions::default();
+    opts.h2c = cfg.h2c;
+    opts.h2_idle_timeout = Some(cfg.clients.keepalive);
+    proxy.server_options = Some(opts);
+    let mut h2 = H2Options::new();
+    h2.max_concurrent_streams(cfg.clients.h2_max_streams);
+    proxy.h2_options = Some(h2);
+    proxy
 }

@@ -333,6 +333,17 @@ pub struct TimeoutsFile {
     /// Longest silence between two reads of a response once it started.
     #[serde(default = "default_long")]
     pub idle_seconds: f64,
+    /// Client side: a request head must be complete this long after its
+    /// first byte (after the accept for a connection's first request).
+    #[serde(default = "default_header")]
+    pub request_header_seconds: f64,
+    /// Client side: an idle keep-alive connection is closed after this long.
+    #[serde(default = "default_keepalive")]
+    pub keepalive_seconds: f64,
+    /// Client side: one write to a client that stopped reading may block
+    /// this long before the stream is cut.
+    #[serde(default = "default_keepalive")]
+    pub client_write_seconds: f64,
 }
 
 impl Default for TimeoutsFile {
@@ -341,6 +352,9 @@ impl Default for TimeoutsFile {
             connect_seconds: default_connect(),
             first_byte_seconds: default_long(),
             idle_seconds: default_long(),
+            request_header_seconds: default_header(),
+            keepalive_seconds: default_keepalive(),
+            client_write_seconds: default_keepalive(),
         }
     }
 }
@@ -350,6 +364,12 @@ fn default_connect() -> f64 {
 }
 fn default_long() -> f64 {
     600.0
+}
+fn default_header() -> f64 {
+    10.0
+}
+fn default_keepalive() -> f64 {
+    60.0
 }
 
 #[derive(Debug, Deserialize)]
@@ -367,6 +387,36 @@ pub struct LimitsFile {
     /// Largest SSE event data tokentap decodes.
     #[serde(default = "mib1")]
     pub sse_event_bytes: usize,
+    /// Request line plus headers; larger heads get 431.
+    #[serde(default = "kib64")]
+    pub max_header_bytes: usize,
+    /// Header fields per request; more get 431.
+    #[serde(default = "hundred")]
+    pub max_headers: usize,
+    /// Request target length; longer gets 414.
+    #[serde(default = "kib16")]
+    pub max_uri_bytes: usize,
+    /// Open client connections; more are refused (see `reject`).
+    #[serde(default = "ten_thousand")]
+    pub max_connections: usize,
+    /// Requests in flight; more get 503 (unset: no cap).
+    #[serde(default)]
+    pub max_streams: Option<usize>,
+    /// HTTP/2 concurrent streams per client connection.
+    #[serde(default = "h2_streams")]
+    pub h2_max_streams: u32,
+    /// A connection over `max_connections`: `respond` (503, Retry-After: 1)
+    /// or `close`.
+    #[serde(default)]
+    pub reject: RejectFile,
+}
+
+#[derive(Debug, Deserialize, Default, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum RejectFile {
+    #[default]
+    Respond,
+    Close,
 }
 
 impl Default for LimitsFile {
@@ -376,10 +426,29 @@ impl Default for LimitsFile {
             json_body_bytes: mib16(),
             sse_line_bytes: mib1(),
             sse_event_bytes: mib1(),
+            max_header_bytes: kib64(),
+            max_headers: hundred(),
+            max_uri_bytes: kib16(),
+            max_connections: ten_thousand(),
+            max_streams: None,
+            h2_max_streams: h2_streams(),
+            reject: RejectFile::Respond,
         }
     }
 }
 
+fn kib16() -> usize {
+    16 << 10
+}
+fn kib64() -> usize {
+    64 << 10
+}
+fn hundred() -> usize {
+    100
+}
+fn h2_streams() -> u32 {
+    128
+}
 fn mib1() -> usize {
     1 << 20
 }

@@ -12,6 +12,7 @@ pub mod file;
 
 use crate::correlate::CorrelationConfig;
 use crate::decode::sse::SseLimits;
+use crate::limits::{ClientLimits, Reject};
 use crate::otlp::OtlpConfig;
 use crate::record::MeterLimits;
 use crate::trace::TraceMode;
@@ -108,6 +109,8 @@ pub struct TapConfig {
     pub accept_encoding_identity: bool,
     pub timeouts: Timeouts,
     pub limits: MeterLimits,
+    /// What the tap refuses or cuts on the client side.
+    pub clients: ClientLimits,
     /// One JSONL line per request (`None`: off).
     pub record_log: Option<analysis::RecordLogConfig>,
     /// Access-log sampling rate (`None`: off).
@@ -448,6 +451,35 @@ fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapConfig, Config
             max_event_bytes: cap("sse_event_bytes", t.limits.sse_event_bytes)?,
         },
     };
+    let count = |k: &str, v: usize, max: usize| -> Result<usize, ConfigError> {
+        if (1..=max).contains(&v) {
+            Ok(v)
+        } else {
+            Err(err(
+                format!("{key}.limits.{k}"),
+                format!("{v} is outside 1..={max}"),
+            ))
+        }
+    };
+    let clients = ClientLimits {
+        header_timeout: secs("request_header_seconds", t.timeouts.request_header_seconds)?,
+        keepalive: secs("keepalive_seconds", t.timeouts.keepalive_seconds)?,
+        write_timeout: secs("client_write_seconds", t.timeouts.client_write_seconds)?,
+        // pingora itself stops at 1 MiB and 256 headers (400).
+        max_header_bytes: count("max_header_bytes", t.limits.max_header_bytes, 1 << 20)?,
+        max_headers: count("max_headers", t.limits.max_headers, 256)?,
+        max_uri_bytes: count("max_uri_bytes", t.limits.max_uri_bytes, 1 << 20)?,
+        max_connections: count("max_connections", t.limits.max_connections, 1 << 24)?,
+        max_streams: match t.limits.max_streams {
+            None => None,
+            Some(n) => Some(count("max_streams", n, 1 << 24)?),
+        },
+        h2_max_streams: count("h2_max_streams", t.limits.h2_max_streams as usize, 1 << 16)? as u32,
+        reject: match t.limits.reject {
+            file::RejectFile::Respond => Reject::Respond,
+            file::RejectFile::Close => Reject::Close,
+        },
+    };
     Ok(TapConfig {
         name,
         boundary,
@@ -460,6 +492,7 @@ fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapConfig, Config
         accept_encoding_identity: t.accept_encoding_identity,
         timeouts,
         limits,
+        clients,
         record_log: analysis::record_log(key, t.record_log.as_ref(), base)?,
         access_log: match &t.access_log {
             None => None,

@@ -20,6 +20,7 @@ use opentelemetry::KeyValue;
 use otel::{Instrument, OtelMetrics};
 use prom::PromMetrics;
 use prometheus::{Histogram, IntGauge};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use table::MetricDef;
 
@@ -49,12 +50,15 @@ fn bool_str(b: bool) -> &'static str {
 /// A tap's in-flight gauge in both exports (resolved once per tap).
 #[derive(Clone)]
 pub struct InFlight {
+    /// The value itself (whether or not an export has the metric).
+    count: Arc<AtomicI64>,
     prom: Option<IntGauge>,
     otel: Option<(opentelemetry::metrics::UpDownCounter<i64>, Vec<KeyValue>)>,
 }
 
 impl InFlight {
     pub fn add(&self, d: i64) {
+        self.count.fetch_add(d, Ordering::AcqRel);
         if let Some(g) = &self.prom {
             g.add(d);
         }
@@ -63,9 +67,9 @@ impl InFlight {
         }
     }
 
-    /// The Prometheus value (the demo and tests read it).
+    /// The current value (limits, the demo and tests read it).
     pub fn get(&self) -> i64 {
-        self.prom.as_ref().map_or(0, IntGauge::get)
+        self.count.load(Ordering::Acquire)
     }
 }
 
@@ -138,21 +142,27 @@ impl Metrics {
                 c.with_label_values(&[&*tap.tap, tap.boundary, reason.as_str()]);
             }
         }
+        if let Some(c) = self.prom.counter(&table::REJECTED) {
+            for reason in crate::limits::RejectReason::ALL {
+                c.with_label_values(&[&*tap.tap, tap.boundary, reason.as_str()]);
+            }
+        }
+        self.tap_gauge(&table::IN_FLIGHT, tap)
+    }
+
+    /// A per-tap up-down gauge (labels tap, boundary) in both exports.
+    pub fn tap_gauge(&self, def: &MetricDef, tap: &TapLabels) -> InFlight {
         let labels = [&*tap.tap, tap.boundary];
-        let prom = self
-            .prom
-            .gauge(&table::IN_FLIGHT)
-            .map(|g| g.with_label_values(&labels));
-        let otel = self
-            .otel
-            .as_ref()
-            .and_then(|o| match o.instrument(&table::IN_FLIGHT) {
-                Some(Instrument::UpDown(u)) => {
-                    Some((u.clone(), o.attributes(&table::IN_FLIGHT, &labels)))
-                }
-                _ => None,
-            });
-        InFlight { prom, otel }
+        let prom = self.prom.gauge(def).map(|g| g.with_label_values(&labels));
+        let otel = self.otel.as_ref().and_then(|o| match o.instrument(def) {
+            Some(Instrument::UpDown(u)) => Some((u.clone(), o.attributes(def, &labels))),
+            _ => None,
+        });
+        InFlight {
+            count: Arc::new(AtomicI64::new(0)),
+            prom,
+            otel,
+        }
     }
 
     /// Resolves the model label of a request (counting an overflow once).

@@ -35,6 +35,7 @@ pub enum Unit {
     Tokens,
     Requests,
     Errors,
+    Connections,
     Info,
     Ratio,
     TokensPerSecond,
@@ -49,6 +50,7 @@ impl Unit {
             Unit::Tokens => "{token}",
             Unit::Requests => "{request}",
             Unit::Errors => "{error}",
+            Unit::Connections => "{connection}",
             Unit::Info | Unit::Ratio => "1",
             Unit::TokensPerSecond => "{token}/s",
             Unit::RequestsPerSecond => "{request}/s",
@@ -93,6 +95,9 @@ pub enum Label {
     ScrapeResult,
     /// A config reload's result (the same label name, other values).
     ReloadResult,
+    /// Why tokentap refused a request or connection (the same label name
+    /// as `Reason`, other values).
+    RejectReason,
 }
 
 impl Label {
@@ -108,7 +113,7 @@ impl Label {
             Label::Outcome => "tokentap.outcome",
             Label::TokenType => "gen_ai.token.type",
             Label::Source => "tokentap.token.source",
-            Label::Reason => "tokentap.reason",
+            Label::Reason | Label::RejectReason => "tokentap.reason",
             Label::Label => "tokentap.label",
             Label::Version => "tokentap.version",
             Label::Outer => "tokentap.outer",
@@ -141,7 +146,7 @@ impl Label {
             Label::Outcome => "outcome",
             Label::TokenType => "token_type",
             Label::Source => "source",
-            Label::Reason => "reason",
+            Label::Reason | Label::RejectReason => "reason",
             Label::Label => "label",
             Label::Version => "version",
             Label::Outer => "outer",
@@ -195,6 +200,7 @@ impl Label {
             Label::Engine => "engine names from `analysis.engines`",
             Label::ScrapeResult => "`ok`, `error` (engine scrapes)",
             Label::ReloadResult => "`applied`, `unchanged`, `rejected` (config reloads)",
+            Label::RejectReason => "`header_timeout`, `header_too_large`, `too_many_headers`, `uri_too_long`, `too_many_connections`, `too_many_streams` (refusals)",
         }
     }
 }
@@ -796,6 +802,8 @@ pub const ALL: &[&MetricDef] = &[
     &CONFIG_RELOADS,
     &CONFIG_LAST_SUCCESS,
     &CONFIG_RESTART_PENDING,
+    &REJECTED,
+    &CONNECTIONS_OPEN,
 ];
 
 pub const CONFIG_RELOADS: MetricDef = MetricDef {
@@ -918,6 +926,34 @@ pub fn render_markdown() -> String {
     }
     out
 }
+
+pub const REJECTED: MetricDef = MetricDef {
+    name: "tokentap_rejected_total",
+    otel_name: "tokentap.rejected",
+    kind: Kind::Counter,
+    unit: Unit::Requests,
+    help: "Requests and connections tokentap refused before anything reached the upstream: a request head not complete within timeouts.request_header_seconds (connection closed), a head over limits.max_header_bytes / max_headers (431) or max_uri_bytes (414), a connection over limits.max_connections or a request over limits.max_streams (503). Refused requests are not in tokentap_requests_total.",
+    labels: &[L::Tap, L::Boundary, L::RejectReason],
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "each refusal, when it happens",
+    tests: &[Test::Capacity],
+};
+
+pub const CONNECTIONS_OPEN: MetricDef = MetricDef {
+    name: "tokentap_client_connections",
+    otel_name: "tokentap.client.connections",
+    kind: Kind::Gauge,
+    unit: Unit::Connections,
+    help: "Client connections currently open on the tap (admitted under limits.max_connections).",
+    labels: &[L::Tap, L::Boundary],
+    buckets: &[],
+    start: "the connection is accepted and admitted",
+    end: "the connection closes",
+    observed: "always current",
+    tests: &[],
+};
 
 #[cfg(test)]
 mod tests {

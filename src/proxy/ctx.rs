@@ -22,6 +22,8 @@ pub struct RequestCtx {
     pub sink: TapSink,
     /// Set once the record was emitted (guards against a second `logging`).
     pub finished: bool,
+    /// Refused by a client limit: counted, not measured.
+    pub rejected: bool,
     /// A large request body being parsed on the blocking pool.
     pending_request: Option<tokio::task::JoinHandle<Result<RequestInfo, NotJson>>>,
     /// A `traceparent` this tap created, to add to the upstream request.
@@ -73,6 +75,7 @@ impl RequestCtx {
             sink,
             settings,
             finished: false,
+            rejected: false,
             pending_request: None,
             inject_trace: None,
             level,

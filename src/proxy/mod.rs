@@ -21,6 +21,7 @@ pub mod upstream_io;
 pub use ctx::RequestCtx;
 pub use tap::{Tap, TapAnalysis, TapSettings};
 
+use crate::limits::{self, RejectReason};
 use async_trait::async_trait;
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
@@ -51,6 +52,30 @@ fn content_length(h: &http::HeaderMap) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+impl TapProxy {
+    /// Applies the tap's client limits to a request that just arrived: the
+    /// keep-alive and write timeouts, then the head-size and stream caps.
+    /// `Some(reason)`: refuse it.
+    fn admit(&self, session: &mut Session, ctx: &RequestCtx) -> Option<RejectReason> {
+        let limits = &ctx.settings.config.clients;
+        // pingora keeps an HTTP/1.1 connection alive for ever unless told;
+        // `None` (close after this request: shutdown, `Connection: close`)
+        // stays.
+        if session.get_keepalive().is_some() {
+            session.set_keepalive(Some(limits.keepalive.as_secs().max(1)));
+        }
+        session.set_write_timeout(Some(limits.write_timeout));
+        if let Some(reason) = limits::check_head(session.req_header(), limits) {
+            return Some(reason);
+        }
+        // In flight includes this request.
+        let over = limits
+            .max_streams
+            .is_some_and(|max| self.tap.in_flight.get() > max as i64);
+        over.then_some(RejectReason::TooManyStreams)
+    }
+}
+
 #[async_trait]
 impl ProxyHttp for TapProxy {
     type CTX = RequestCtx;
@@ -64,6 +89,14 @@ impl ProxyHttp for TapProxy {
         session: &mut Session,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
+        if let Some(reason) = self.admit(session, ctx) {
+            ctx.rejected = true;
+            self.tap.rejected(reason);
+            return Err(Error::explain(
+                pingora::ErrorType::HTTPStatus(reason.status()),
+                reason.as_str(),
+            ));
+        }
         let req = session.req_header();
         let id = header(&req.headers, "x-request-id");
         let traceparent = header(&req.headers, "traceparent");
@@ -155,7 +188,8 @@ impl ProxyHttp for TapProxy {
     }
 
     async fn logging(&self, _session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
-        if std::mem::replace(&mut ctx.finished, true) {
+        // A refused request was counted as such; it is no measurement.
+        if std::mem::replace(&mut ctx.finished, true) || ctx.rejected {
             return;
         }
         let now = Instant::now();
@@ -169,10 +203,11 @@ impl ProxyHttp for TapProxy {
             .emit(&model, &record, offsets, ctx.settings.config.hop.clone());
     }
 
-    fn suppress_error_log(&self, _session: &Session, _ctx: &RequestCtx, e: &Error) -> bool {
+    fn suppress_error_log(&self, _session: &Session, ctx: &RequestCtx, e: &Error) -> bool {
         // Client disconnects are normal for LLM streams and are counted as
-        // `client_cancelled`; logging each at error level would drown the log.
-        *e.esource() == ErrorSource::Downstream
+        // `client_cancelled`; refusals are counted in `tokentap_rejected_total`.
+        // Logging each at error level would drown the log.
+        ctx.rejected || *e.esource() == ErrorSource::Downstream
     }
 
     fn request_summary(&self, session: &Session, _ctx: &RequestCtx) -> String {

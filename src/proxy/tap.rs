@@ -9,6 +9,7 @@ use crate::analysis::live::TapLive;
 use crate::analysis::{Sample, TenantSource};
 use crate::config::{Boundary, TapConfig};
 use crate::correlate::{Correlator, TapRecord, Verdict};
+use crate::limits::RejectReason;
 use crate::metrics::labels::ModelLabel;
 use crate::metrics::Offsets;
 use crate::metrics::{InFlight, Metrics, TapLabels};
@@ -208,6 +209,16 @@ impl Tap {
     /// a restart).
     pub fn replace(&self, config: TapConfig) {
         self.settings.store(Arc::new(TapSettings::new(config)));
+    }
+
+    /// Counts a refused request or connection.
+    pub fn rejected(&self, reason: RejectReason) {
+        self.metrics.add(
+            &crate::metrics::table::REJECTED,
+            &[&self.labels.tap, self.labels.boundary, reason.as_str()],
+            1,
+        );
+        tracing::debug!(tap = %self.labels.tap, reason = reason.as_str(), "refused");
     }
 }
 
