@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tokentap::client;
 use tokentap::sim::Profile;
 
-fn status_kib(pid: u32, field: &str) -> u64 {
+pub(crate) fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     status
         .lines()
@@ -19,7 +19,7 @@ fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap()
 }
 
-struct Proc(Child);
+pub(crate) struct Proc(pub Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -29,7 +29,7 @@ impl Drop for Proc {
 }
 
 /// Starts `tokentap run` with one tap in front of `upstream`; returns when ready.
-async fn run_tokentap(
+pub(crate) async fn run_tokentap(
     upstream: std::net::SocketAddr,
     extra: &str,
 ) -> (Proc, std::net::SocketAddr, std::net::SocketAddr) {
