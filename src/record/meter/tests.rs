@@ -207,6 +207,28 @@ fn outcomes() {
     assert_eq!(r.measure_error, Some(MeasureError::InvalidJsonEvent));
     assert_eq!(r.output_tokens, Some(3), "usage still read");
 
+    // JSON depth: fields tokentap does not read are skipped without
+    // recursion, so 1,000 levels of nesting cost O(n) and measure fine;
+    // nesting where a typed field is expected is a malformed event.
+    let mut deep = typical();
+    let nested = format!(
+        "data: {{\"x\":{}{}}}\n\n",
+        "[".repeat(1_000),
+        "]".repeat(1_000)
+    );
+    deep.insert(3, (110, nested));
+    let (r, _) = run(&deep, 144, TransportEnd::Complete);
+    assert_eq!(r.outcome, Outcome::Ok);
+    let mut deep = typical();
+    let nested = format!(
+        "data: {{\"usage\":{}{}}}\n\n",
+        "[".repeat(1_000),
+        "]".repeat(1_000)
+    );
+    deep.insert(3, (110, nested));
+    let (r, _) = run(&deep, 144, TransportEnd::Complete);
+    assert_eq!(r.measure_error, Some(MeasureError::InvalidJsonEvent));
+
     let mut err = typical();
     err.insert(
         3,
