@@ -536,6 +536,17 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
 
 fn upstream(key: &str, t: &TapFile, base: &Path) -> Result<Upstream, ConfigError> {
     let ukey = format!("{key}.upstream");
+    // Never echoed: it would print the credential.
+    if t.upstream.split("://").nth(1).is_some_and(|rest| {
+        rest.split(['/', '?', '#'])
+            .next()
+            .is_some_and(|authority| authority.contains('@'))
+    }) {
+        return Err(err(
+            &ukey,
+            "credentials in the URL (`user:password@`) are not supported: tokentap forwards each client's own headers",
+        ));
+    }
     let uri: http::Uri = t
         .upstream
         .parse()

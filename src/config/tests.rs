@@ -81,6 +81,11 @@ fn bad_values_name_their_key() {
             "scheme",
         ),
         (
+            MINIMAL.replace("http://127.0.0.1:8000", "http://user:s3cret@127.0.0.1:8000"),
+            "taps[0].upstream",
+            "credentials in the URL",
+        ),
+        (
             MINIMAL.replace("http://127.0.0.1:8000", "http://127.0.0.1:8000/v1"),
             "taps[0].upstream",
             "only scheme://host:port",
@@ -155,4 +160,26 @@ fn https_upstream_reads_its_ca_and_defaults_sni_to_the_host() {
     assert!(tls.verify);
     assert_eq!(c.taps[0].upstream.port, 8443);
     std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_credential_in_the_upstream_url_is_refused_without_echoing_it() {
+    let e = load(&MINIMAL.replace(
+        "http://127.0.0.1:8000",
+        "https://user:s3cret@127.0.0.1:8000",
+    ))
+    .unwrap_err();
+    assert!(!e.to_string().contains("s3cret"), "{e}");
+}
+
+#[test]
+fn a_config_dump_never_shows_collector_header_values() {
+    let yaml = MINIMAL.replace(
+        "taps:",
+        "otlp:\n  endpoint: http://127.0.0.1:4318\n  headers:\n    authorization: Bearer s3cret-token\ntaps:",
+    );
+    let c = load(&yaml).unwrap();
+    let dump = format!("{c:?}");
+    assert!(dump.contains("authorization"), "{dump}");
+    assert!(!dump.contains("s3cret"), "{dump}");
 }

@@ -36,8 +36,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The validated `otlp:` section (plus the environment).
-#[derive(Debug, Clone, PartialEq)]
+/// The validated `otlp:` section (plus the environment). Its `Debug` shows
+/// header names only: header values are usually collector credentials.
+#[derive(Clone, PartialEq)]
 pub struct OtlpConfig {
     /// Base URL (`/v1/traces`, `/v1/metrics` are appended); `None`: the
     /// exporter reads `OTEL_EXPORTER_OTLP_*ENDPOINT`.
@@ -55,6 +56,27 @@ pub struct OtlpConfig {
     pub service_name: Option<String>,
     pub span_events: bool,
     pub max_span_events: usize,
+}
+
+impl std::fmt::Debug for OtlpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<&str> = self.headers.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        f.debug_struct("OtlpConfig")
+            .field("endpoint", &self.endpoint)
+            .field("headers (values redacted)", &names)
+            .field("traces", &self.traces)
+            .field("metrics", &self.metrics)
+            .field("interval", &self.interval)
+            .field("timeout", &self.timeout)
+            .field("queue_spans", &self.queue_spans)
+            .field("batch_spans", &self.batch_spans)
+            .field("shutdown", &self.shutdown)
+            .field("service_name", &self.service_name)
+            .field("span_events", &self.span_events)
+            .field("max_span_events", &self.max_span_events)
+            .finish()
+    }
 }
 
 impl Default for OtlpConfig {
