@@ -1,7 +1,7 @@
 # One entry point for humans and CI: `make test` is exactly what CI runs.
 CARGO ?= cargo
 
-.PHONY: all deps build test lint unit it demo fuzz soak clean
+.PHONY: all deps build test lint deny unit it demo fuzz soak clean
 
 all: build
 
@@ -24,7 +24,13 @@ unit: deps
 it: deps
 	$(CARGO) test --release --locked --test it
 
-test: lint unit it
+# Supply chain: licenses, banned crates, sources. Advisories need the RustSec
+# database from GitHub, unreachable from this project's CI machines: run
+# `cargo deny check advisories` where GitHub is reachable.
+deny: deps
+	cargo deny --locked check --hide-inclusion-graph licenses bans sources
+
+test: lint deny unit it
 
 demo: deps
 	$(CARGO) run --release --locked -- demo

@@ -5,6 +5,7 @@
 #   nginx      a real gateway hop between two taps in the attribution tests
 #   chromium   headless check that the HTML report opens without console errors
 #   .venv      the official `openai` Python client for the real-client test (pip)
+#   cargo-deny licenses, bans and sources of the dependency tree (cargo install)
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,4 +38,10 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import openai" >/dev/null
   echo "deps: creating .venv with the openai client"
   python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r tests/py/requirements.txt
+fi
+
+# cargo-deny: the supply-chain check in `make test` (licenses, bans, sources).
+if ! cargo deny --version >/dev/null 2>&1; then
+  echo "deps: installing cargo-deny (cargo install, a few minutes)"
+  cargo install --locked -q cargo-deny@0.20.2
 fi
