@@ -285,6 +285,10 @@ pub struct TapFile {
     /// unless set.
     #[serde(default)]
     pub access_log: Option<AccessLogFile>,
+    /// `false`: a plain pass-through proxy (limits still apply, nothing is
+    /// measured or exported) — the baseline that isolates measurement cost.
+    #[serde(default = "yes")]
+    pub measure: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -115,6 +115,8 @@ pub struct TapConfig {
     pub record_log: Option<analysis::RecordLogConfig>,
     /// Access-log sampling rate (`None`: off).
     pub access_log: Option<f64>,
+    /// `false`: pass-through only (no measurement, no record).
+    pub measure: bool,
 }
 
 /// Where a tap forwards to, resolved.
@@ -494,6 +496,7 @@ fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapConfig, Config
         limits,
         clients,
         record_log: analysis::record_log(key, t.record_log.as_ref(), base)?,
+        measure: t.measure,
         access_log: match &t.access_log {
             None => None,
             Some(a) if a.sample > 0.0 && a.sample <= 1.0 => Some(a.sample),

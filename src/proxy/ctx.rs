@@ -24,6 +24,8 @@ pub struct RequestCtx {
     pub finished: bool,
     /// Refused by a client limit: counted, not measured.
     pub rejected: bool,
+    /// The tap measures (`measure: true`); else the hooks only forward.
+    pub measure: bool,
     /// A large request body being parsed on the blocking pool.
     pending_request: Option<tokio::task::JoinHandle<Result<RequestInfo, NotJson>>>,
     /// A `traceparent` this tap created, to add to the upstream request.
@@ -70,12 +72,14 @@ impl RequestCtx {
             .with_fingerprint(tap.correlator.is_some())
             .with_prefixes(tap.analysis.on())
             .with_verdict(settings.config.boundary == Boundary::Guardrail);
+        let measure = settings.config.measure;
         RequestCtx {
             meter,
             sink,
             settings,
             finished: false,
             rejected: false,
+            measure,
             pending_request: None,
             inject_trace: None,
             level,

@@ -97,6 +97,9 @@ impl ProxyHttp for TapProxy {
                 reason.as_str(),
             ));
         }
+        if !ctx.measure {
+            return Ok(());
+        }
         let req = session.req_header();
         let id = header(&req.headers, "x-request-id");
         let traceparent = header(&req.headers, "traceparent");
@@ -123,7 +126,7 @@ impl ProxyHttp for TapProxy {
         upstream_request: &mut RequestHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        if ctx.settings.config.accept_encoding_identity {
+        if ctx.measure && ctx.settings.config.accept_encoding_identity {
             upstream_request.insert_header(http::header::ACCEPT_ENCODING, "identity")?;
         }
         if let Some(t) = ctx.inject_trace {
@@ -142,7 +145,9 @@ impl ProxyHttp for TapProxy {
         if end_of_stream && body.as_ref().is_some_and(Bytes::is_empty) {
             *body = None; // pingora #935: avoid a second `0\r\n\r\n` upstream
         }
-        ctx.request_body(body.as_deref().unwrap_or_default(), end_of_stream);
+        if ctx.measure {
+            ctx.request_body(body.as_deref().unwrap_or_default(), end_of_stream);
+        }
         Ok(())
     }
 
@@ -152,7 +157,7 @@ impl ProxyHttp for TapProxy {
         resp: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        if resp.status.is_informational() {
+        if resp.status.is_informational() || !ctx.measure {
             return Ok(());
         }
         let now = Instant::now();
@@ -177,6 +182,9 @@ impl ProxyHttp for TapProxy {
         end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> Result<Option<Duration>> {
+        if !ctx.measure {
+            return Ok(None);
+        }
         let now = Instant::now();
         if let Some(piece) = body.as_deref().filter(|b| !b.is_empty()) {
             ctx.response_body(now, piece);
@@ -189,7 +197,7 @@ impl ProxyHttp for TapProxy {
 
     async fn logging(&self, _session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
         // A refused request was counted as such; it is no measurement.
-        if std::mem::replace(&mut ctx.finished, true) || ctx.rejected {
+        if std::mem::replace(&mut ctx.finished, true) || ctx.rejected || !ctx.measure {
             return;
         }
         let now = Instant::now();

@@ -67,6 +67,10 @@ pub struct Profile {
     /// eof@K, stall@K:MS, error@K, huge-line:BYTES (K counts token events).
     #[arg(long, default_value = "none")]
     pub fault: Fault,
+    /// Token texts are their numbers (`0 `, `1 `, ...) instead of random
+    /// words: clients can check order and completeness (the benchmark).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub numbered: bool,
     /// Seed of the jitter and of the generated text (per request: seed + request number).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -93,6 +97,7 @@ impl Default for Profile {
             force_usage: false,
             header_delay_ms: 0.0,
             fault: Fault::None,
+            numbered: false,
             seed: 1,
         })
     }
@@ -132,6 +137,7 @@ impl Profile {
             format!("--force-usage={}", self.force_usage),
             format!("--header-delay-ms={}", self.header_delay_ms),
             format!("--fault={}", self.fault),
+            format!("--numbered={}", self.numbered),
             format!("--seed={}", self.seed),
         ]
     }
@@ -294,6 +300,7 @@ mod tests {
             force_usage: true,
             header_delay_ms: 9.0,
             fault: Fault::Stall(2, 30),
+            numbered: true,
             seed: 77,
         };
         assert_eq!(odd.with_overrides(""), Ok(odd.clone()));

@@ -304,13 +304,21 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
         }
         u
     };
-    let text_of = |rng: &mut StdRng, k: u32| -> String {
-        (0..k)
-            .map(|_| {
-                format!(
-                    "{} ",
-                    WORDS.get(rng.random_range(0..WORDS.len())).unwrap_or(&"x")
-                )
+    // Tokens `first..first + k`: random words, or their numbers with
+    // `--numbered` (so a client can spot lost, repeated or reordered tokens
+    // whatever a proxy does to the framing).
+    let numbered = p.numbered;
+    let text_of = |rng: &mut StdRng, first: u32, k: u32| -> String {
+        (first..first + k)
+            .map(|i| {
+                if numbered {
+                    format!("{i} ")
+                } else {
+                    format!(
+                        "{} ",
+                        WORDS.get(rng.random_range(0..WORDS.len())).unwrap_or(&"x")
+                    )
+                }
             })
             .collect()
     };
@@ -323,7 +331,7 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
 
     if !req.stream {
         let text = (0..n_events)
-            .map(|_| text_of(&mut b.rng, per_event))
+            .map(|e| text_of(&mut b.rng, e * per_event, per_event))
             .collect::<String>();
         let choice = if chat && reasoning > 0 {
             json!({"index": 0, "message": {"role": "assistant", "reasoning_content": "thinking", "content": text}, "finish_reason": "length"})
@@ -473,7 +481,7 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
         }
         let k = per_event.min(n_tokens - sent);
         sent += k;
-        let text = text_of(&mut b.rng, k);
+        let text = text_of(&mut b.rng, sent - k, k);
         let choice = if chat && sent - k < reasoning {
             json!({"index": 0, "delta": {"reasoning_content": text}, "finish_reason": null})
         } else if chat {

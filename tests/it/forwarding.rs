@@ -298,6 +298,49 @@ async fn accept_encoding_identity_is_the_one_change_upstream_and_can_be_off() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_through_tap_forwards_untouched_and_measures_nothing() {
+    let _g = serial().await;
+    let behind = sim(Profile {
+        ttft_ms: 1.0,
+        itl_ms: 1.0,
+        output_tokens: 10,
+        ..Profile::default()
+    });
+    let direct = sim(Profile {
+        ttft_ms: 1.0,
+        itl_ms: 1.0,
+        output_tokens: 10,
+        ..Profile::default()
+    });
+    let tap = Tap::start(
+        &format!("http://{}", behind.addr),
+        "    measure: false\n    trace: create\n",
+    );
+    for (i, stream) in [true, false, true].into_iter().enumerate() {
+        let id = format!("pass-{i}");
+        let h = [("accept-encoding", "gzip"), ("x-request-id", id.as_str())];
+        let through = post(tap.addr, &h, &chat(stream, true)).await;
+        let straight = post(direct.addr, &h, &chat(stream, true)).await;
+        assert_eq!(through.body, straight.body, "{id}");
+        assert_eq!(end_to_end(&through), end_to_end(&straight), "{id}");
+        let truth = behind
+            .truth
+            .wait_for(&id, Duration::from_secs(5))
+            .await
+            .unwrap();
+        // No header changes at all: no identity, no created traceparent.
+        assert_eq!(truth.accept_encoding.as_deref(), Some("gzip"), "{id}");
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(tap.records.count(), 0, "nothing recorded");
+    assert!(
+        !tap.scrape().contains("tokentap_requests_total{"),
+        "nothing counted"
+    );
+    assert_eq!(tap.in_flight(), 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_prompt_is_forwarded_whole_and_read_off_the_forwarding_thread() {
     let _g = serial().await;
     let behind = sim(Profile {
