@@ -1,7 +1,7 @@
 # One entry point for humans and CI: `make test` is exactly what CI runs.
 CARGO ?= cargo
 
-.PHONY: all deps build test lint deny unit it demo fuzz soak clean
+.PHONY: all deps build test lint deny unit it demo fuzz soak bench clean
 
 all: build
 
@@ -36,15 +36,18 @@ demo: deps
 	$(CARGO) run --release --locked -- demo
 
 # libFuzzer on each target for FUZZ_SECONDS (needs a nightly toolchain;
-# cargo-fuzz is installed when missing). New crashes land in
-# fuzz/artifacts/; add them to fuzz/corpus/<target>/ once fixed.
+# cargo-fuzz is installed when missing). The committed seeds in
+# fuzz/corpus/<target>/ are read, new inputs go to fuzz/target/corpus/
+# (not committed); crashes land in fuzz/artifacts/ — add them to the seeds
+# once fixed.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = sse classify request meter
 fuzz: deps
 	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
 	@for t in $(FUZZ_TARGETS); do \
 	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
-	  (cd fuzz && $(CARGO) +nightly fuzz run $$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=1024) || exit 1; \
+	  mkdir -p fuzz/target/corpus/$$t; \
+	  (cd fuzz && $(CARGO) +nightly fuzz run $$t target/corpus/$$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=1024 -print_final_stats=1) || exit 1; \
 	done
 
 # The full soak (not in CI): 2,000 concurrent slow streams for 2 minutes
@@ -55,6 +58,21 @@ SOAK_SECONDS ?= 120
 soak: deps
 	TOKENTAP_SOAK_STREAMS=$(SOAK_STREAMS) TOKENTAP_SOAK_SECONDS=$(SOAK_SECONDS) \
 	  $(CARGO) test --release --locked --test it soak -- --nocapture
+
+# The side-by-side benchmark (not in CI; ~15 minutes): tokentap, tokentap
+# with measurement off, nginx, HAProxy and LiteLLM in front of the same
+# simulator, interleaved rounds, systems pinned to core 1. Results in
+# bench-results/run-*/ (results.json, results.md); BENCHMARKS.md keeps the
+# latest full run. BENCH_ARGS passes options (`--rounds 3`, `--systems ...`).
+BENCH_ARGS ?=
+bench: deps
+	@./scripts/bench-deps.sh
+	$(CARGO) build --release --locked
+	@if command -v taskset >/dev/null 2>&1 && [ "$$(nproc)" -ge 2 ]; then \
+	  taskset -c 0 ./target/release/tokentap bench $(BENCH_ARGS); \
+	else \
+	  ./target/release/tokentap bench --no-pin $(BENCH_ARGS); \
+	fi
 
 clean:
 	$(CARGO) clean

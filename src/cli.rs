@@ -56,6 +56,9 @@ pub enum Command {
     /// Send a reference workload (uniform, skewed, conversation, code,
     /// long-context) to an OpenAI-compatible server and summarise it.
     Drive(DriveArgs),
+    /// Benchmark tokentap against a direct connection, itself with
+    /// measurement off, nginx, HAProxy and LiteLLM on this machine.
+    Bench(crate::bench::BenchArgs),
 }
 
 /// Runs a parsed command line; the error is printed by `main`.
@@ -112,5 +115,6 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Demo(args) => crate::demo::run(&args),
         Command::Report(args) => crate::report::run(&args),
         Command::Drive(args) => crate::drive::run(&args),
+        Command::Bench(args) => crate::bench::run(&args),
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod admin;
 pub mod analysis;
+pub mod bench;
 pub mod cli;
 pub mod client;
 pub mod config;

@@ -139,6 +139,7 @@ fn every_subcommand_has_help() {
         vec!["sim", "--help"],
         vec!["demo", "--help"],
         vec!["drive", "--help"],
+        vec!["bench", "--help"],
     ] {
         let out = bin().args(&sub).output().unwrap();
         assert!(out.status.success(), "{sub:?}");

@@ -11,6 +11,7 @@
 mod accuracy;
 mod analyses;
 mod attribution;
+mod bench;
 mod collector;
 mod config_cli;
 mod failures;

@@ -1,0 +1,255 @@
+//! Results → Markdown (one table per cell, rows = systems in one order,
+//! figures added against direct with absolutes beside them) and the
+//! pathology verdicts the smoke run fails on.
+
+use super::cells::{S1, S2};
+use super::stats::{iqr, median};
+use super::systems::System;
+use super::Results;
+use std::fmt::Write as _;
+
+fn rounds_of<T>(rows: &[(System, Vec<T>)], system: System) -> Option<&Vec<T>> {
+    rows.iter().find(|(s, _)| *s == system).map(|(_, v)| v)
+}
+
+/// Median over rounds of f(system round) − f(direct round).
+fn added<T>(rows: &[(System, Vec<T>)], system: System, f: impl Fn(&T) -> f64) -> (f64, f64) {
+    let (Some(sys), Some(dir)) = (rounds_of(rows, system), rounds_of(rows, System::Direct)) else {
+        return (f64::NAN, f64::NAN);
+    };
+    let diffs: Vec<f64> = sys.iter().zip(dir).map(|(a, b)| f(a) - f(b)).collect();
+    (median(diffs.clone()), iqr(diffs))
+}
+
+fn abs<T>(rows: &[(System, Vec<T>)], system: System, f: impl Fn(&T) -> f64) -> f64 {
+    rounds_of(rows, system).map_or(f64::NAN, |v| median(v.iter().map(f).collect()))
+}
+
+fn sum<T>(rows: &[(System, Vec<T>)], system: System, f: impl Fn(&T) -> u64) -> u64 {
+    rounds_of(rows, system).map_or(0, |v| v.iter().map(f).sum())
+}
+
+fn us(x: f64) -> String {
+    if x.is_nan() {
+        "—".into()
+    } else if x.abs() >= 10_000.0 {
+        format!("{:.1} ms", x / 1e3)
+    } else {
+        format!("{x:.0} µs")
+    }
+}
+
+fn opt_us(x: Option<f64>) -> String {
+    x.map_or("—".into(), |v| format!("{v:.1}"))
+}
+
+fn systems_in(r: &Results) -> Vec<System> {
+    System::ROWS
+        .into_iter()
+        .filter(|s| r.s1.iter().any(|(x, _)| x == s))
+        .collect()
+}
+
+pub fn markdown(r: &Results) -> String {
+    let mut md = String::new();
+    let m = &r.machine;
+    let _ = writeln!(md, "## Machine\n");
+    let _ = writeln!(
+        md,
+        "{} · {} CPUs · {:.0} GiB · Linux {} · clocksource {} · systems {} · {} round(s), interleaved\n",
+        m.cpu,
+        m.cpus,
+        m.memory_gib,
+        m.kernel,
+        m.clocksource,
+        if m.pinned {
+            "pinned to core 1 (driver and simulator on core 0)"
+        } else {
+            "not pinned"
+        },
+        r.rounds
+    );
+    let _ = writeln!(md, "Command: `{}`\n", r.command);
+    for (s, v) in &r.versions {
+        let _ = writeln!(md, "- {s}: {v}");
+    }
+    for s in &r.skipped {
+        let _ = writeln!(md, "- skipped — {s}");
+    }
+    let systems = systems_in(r);
+
+    let _ = writeln!(md, "\n## S1 · non-streaming, one connection, open loop\n");
+    let _ = writeln!(md, "Latency from each request's scheduled start to its last byte (no coordinated omission); added = system − direct, median of round medians (IQR over rounds).\n");
+    let _ = writeln!(md, "| system | rate | added p50 | added p90 | added p99 | added p99.9 | p50 / p99 | CPU µs per request | errors | idle CPU |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
+    for s in &systems {
+        let rate = r.s1_rate.iter().find(|(x, _)| x == s).map_or(0.0, |x| x.1);
+        let (a50, i50) = added(&r.s1, *s, |x: &S1| x.latency.p50);
+        let (a90, _) = added(&r.s1, *s, |x: &S1| x.latency.p90);
+        let (a99, _) = added(&r.s1, *s, |x: &S1| x.latency.p99);
+        let (a999, _) = added(&r.s1, *s, |x: &S1| x.latency.p999);
+        let _ = writeln!(
+            md,
+            "| {s} | {rate:.0}/s | {} (±{}) | {} | {} | {} | {} / {} | {} | {} | {:.0} % |",
+            us(a50),
+            us(i50 / 2.0),
+            us(a90),
+            us(a99),
+            us(a999),
+            us(abs(&r.s1, *s, |x: &S1| x.latency.p50)),
+            us(abs(&r.s1, *s, |x: &S1| x.latency.p99)),
+            opt_us(rounds_of(&r.s1, *s).and_then(|v| {
+                let c: Vec<f64> = v.iter().filter_map(|x| x.cpu_us_per_request).collect();
+                (!c.is_empty()).then(|| median(c))
+            })),
+            sum(&r.s1, *s, |x: &S1| x.errors),
+            100.0 * abs(&r.s1, *s, |x: &S1| x.idle),
+        );
+    }
+
+    for (cell, rows) in &r.s2 {
+        let _ = writeln!(
+            md,
+            "\n## S2 · streaming {} at concurrency {}\n",
+            cell.profile.name(),
+            cell.concurrency
+        );
+        let _ = writeln!(md, "Event delay = the client's read − the simulator's write of that event (one clock); gap distortion = |client gap − simulator gap|; events per read counts token events per client read that carried any.\n");
+        let _ = writeln!(md, "| system | added TTFT p50 | TTFT p50 / p99 | event delay p50 / p99 / max | added delay p50 / p99 | gap distortion p50 / p99 | events per read | lost / misordered tokens | streams (failed) | CPU µs per event |");
+        let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
+        for s in &systems {
+            let Some(v) = rounds_of(rows, *s) else {
+                continue;
+            };
+            let (t50, _) = added(rows, *s, |x: &S2| x.ttft.p50);
+            let (d50, _) = added(rows, *s, |x: &S2| x.event_delay.p50);
+            let (d99, _) = added(rows, *s, |x: &S2| x.event_delay.p99);
+            let matched: u64 = v.iter().map(|x| x.matched).sum();
+            let delay = |f: &dyn Fn(&S2) -> f64| {
+                if matched == 0 {
+                    "n/a".to_string()
+                } else {
+                    us(abs(rows, *s, f))
+                }
+            };
+            let _ = writeln!(
+                md,
+                "| {s} | {} | {} / {} | {} / {} / {} | {} / {} | {} / {} | {:.2} | {} / {} | {} ({}) | {} |",
+                us(t50),
+                us(abs(rows, *s, |x: &S2| x.ttft.p50)),
+                us(abs(rows, *s, |x: &S2| x.ttft.p99)),
+                delay(&|x: &S2| x.event_delay.p50),
+                delay(&|x: &S2| x.event_delay.p99),
+                delay(&|x: &S2| x.event_delay.max),
+                if matched == 0 { "n/a".into() } else { us(d50) },
+                if matched == 0 { "n/a".into() } else { us(d99) },
+                delay(&|x: &S2| x.gap_distortion.p50),
+                delay(&|x: &S2| x.gap_distortion.p99),
+                abs(rows, *s, |x: &S2| x.events_per_read),
+                sum(rows, *s, |x: &S2| x.tokens_lost),
+                sum(rows, *s, |x: &S2| x.tokens_misordered),
+                sum(rows, *s, |x: &S2| x.streams),
+                sum(rows, *s, |x: &S2| x.failed),
+                opt_us(v.iter().filter_map(|x| x.cpu_us_per_event).reduce(f64::min).map(|_| {
+                    median(v.iter().filter_map(|x| x.cpu_us_per_event).collect())
+                })),
+            );
+        }
+    }
+
+    if let (Some(on), Some(off)) = (
+        rounds_of(&r.s1, System::Tokentap),
+        rounds_of(&r.s1, System::TokentapOff),
+    ) {
+        let _ = writeln!(md, "\n## S7 · the cost of measuring (tokentap on − off)\n");
+        let d50 = median(
+            on.iter()
+                .zip(off)
+                .map(|(a, b)| a.latency.p50 - b.latency.p50)
+                .collect(),
+        );
+        let cpu = |v: &Vec<S1>| median(v.iter().filter_map(|x| x.cpu_us_per_request).collect());
+        let _ = writeln!(md, "| figure | on − off |\n|---|---|");
+        let _ = writeln!(md, "| S1 latency p50 | {} |", us(d50));
+        let _ = writeln!(md, "| S1 CPU per request | {:.1} µs |", cpu(on) - cpu(off));
+        for (cell, rows) in &r.s2 {
+            let c = |s: System| {
+                rounds_of(rows, s).map_or(f64::NAN, |v| {
+                    median(v.iter().filter_map(|x| x.cpu_us_per_event).collect())
+                })
+            };
+            let _ = writeln!(
+                md,
+                "| S2 {} c={} CPU per event (incl. the connection's share) | {:.2} µs |",
+                cell.profile.name(),
+                cell.concurrency,
+                c(System::Tokentap) - c(System::TokentapOff)
+            );
+        }
+    }
+
+    if !r.s8.is_empty() {
+        let _ = writeln!(md, "\n## S8 · memory (a fresh process per system)\n");
+        let _ = writeln!(md, "| system | idle | with streams open (plateau / peak) | after | streams (failed) |\n|---|---|---|---|---|");
+        let mib = |k: u64| format!("{:.1} MiB", k as f64 / 1024.0);
+        for s in System::ROWS {
+            if let Some((_, m)) = r.s8.iter().find(|(x, _)| *x == s) {
+                let _ = writeln!(
+                    md,
+                    "| {s} | {} | {} / {} | {} | {} ({}) |",
+                    mib(m.idle_kib),
+                    mib(m.plateau_kib),
+                    mib(m.peak_kib),
+                    mib(m.after_kib),
+                    m.streams,
+                    m.failed
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        md,
+        "\n## Verdict\n\n{}\n",
+        if r.pathologies.is_empty() {
+            "No pathology: no 40/200 ms plateau, no merged events, no lost or reordered tokens through tokentap.".to_string()
+        } else {
+            format!("PATHOLOGIES: {}", r.pathologies.join("; "))
+        }
+    );
+    md
+}
+
+/// What must never happen through tokentap (timings aside): a delay
+/// plateau (Nagle × delayed ACK, 40 ms; corking, 200 ms), events merged
+/// into one read, tokens lost or out of order, failed streams.
+pub fn pathologies(r: &Results) -> Vec<String> {
+    let mut out = Vec::new();
+    for (cell, rows) in &r.s2 {
+        let name = format!("S2 {} c={}", cell.profile.name(), cell.concurrency);
+        for s in [System::Tokentap, System::TokentapOff] {
+            let Some(v) = rounds_of(rows, s) else {
+                continue;
+            };
+            let (d90, _) = added(rows, s, |x: &S2| x.event_delay.p90);
+            if d90 > 20_000.0 {
+                out.push(format!(
+                    "{s} {name}: events delayed by a plateau (added p90 {})",
+                    us(d90)
+                ));
+            }
+            let epr = abs(rows, s, |x: &S2| x.events_per_read);
+            if epr.is_finite() && epr > 1.01 {
+                out.push(format!("{s} {name}: {epr:.2} events per read (merged)"));
+            }
+            let lost: u64 = v.iter().map(|x| x.tokens_lost + x.tokens_misordered).sum();
+            if lost > 0 {
+                out.push(format!("{s} {name}: {lost} tokens lost or misordered"));
+            }
+            let failed: u64 = v.iter().map(|x| x.failed).sum();
+            if failed > 0 {
+                out.push(format!("{s} {name}: {failed} streams failed"));
+            }
+        }
+    }
+    out
+}
