@@ -157,9 +157,15 @@ pub fn available(system: System, dir: &Path) -> bool {
     }
 }
 
+/// `.venv-bench/bin/litellm` in the working directory or above, or above
+/// the results directory.
 fn litellm_bin(dir: &Path) -> Option<PathBuf> {
-    let root = dir.ancestors().find(|a| a.join(".venv-bench").is_dir())?;
-    Some(root.join(".venv-bench/bin/litellm")).filter(|p| p.is_file())
+    let cwd = std::env::current_dir().ok();
+    cwd.iter()
+        .flat_map(|c| c.ancestors())
+        .chain(dir.ancestors())
+        .map(|a| a.join(".venv-bench/bin/litellm"))
+        .find(|p| p.is_file())
 }
 
 /// Starts `system` in front of `upstream`; `dir` holds its config and logs.
@@ -225,7 +231,7 @@ pub fn start(
             std::fs::write(
                 &cfg,
                 format!(
-                    "global\n  nbthread 1\n  maxconn 20000\ndefaults\n  mode http\n  timeout connect 5s\n  timeout client 600s\n  timeout server 600s\n  http-reuse always\n{no_delay}frontend f\n  bind {addr}\n  default_backend b\nbackend b\n  server s1 {upstream}\n"
+                    "global\n  nbthread 1\n  maxconn 8000\ndefaults\n  mode http\n  timeout connect 5s\n  timeout client 600s\n  timeout server 600s\n  http-reuse always\n{no_delay}frontend f\n  bind {addr}\n  default_backend b\nbackend b\n  server s1 {upstream}\n"
                 ),
             )?;
             let mut c = pinned(&bin, pin);
@@ -265,28 +271,54 @@ fn unreachable_direct() -> std::io::Result<(Command, String)> {
     Err(std::io::Error::other("direct has no process"))
 }
 
-/// CPU time (user + system) of a process and its threads, in nanoseconds,
-/// from `/proc/PID/task/*/schedstat` (nanosecond resolution, unlike the
-/// 10 ms ticks of `/proc/PID/stat`).
+/// A process and all its descendants (nginx's and LiteLLM's workers).
+fn tree(pid: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .filter_map(|p| {
+                    let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+                    // `pid (comm) state ppid ...`; comm may hold spaces.
+                    let after = stat.rsplit_once(')')?.1;
+                    let ppid = after.split_whitespace().nth(1)?.parse().ok()?;
+                    Some((p, ppid))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = vec![pid];
+    let mut i = 0;
+    while let Some(&p) = out.get(i) {
+        out.extend(parents.iter().filter(|(_, pp)| *pp == p).map(|(c, _)| *c));
+        i += 1;
+    }
+    out
+}
+
+/// CPU time (user + system) of a process tree and its threads, in
+/// nanoseconds, from `/proc/PID/task/*/schedstat` (nanosecond resolution,
+/// unlike the 10 ms ticks of `/proc/PID/stat`).
 pub fn cpu_ns(pid: u32) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    tasks
-        .filter_map(Result::ok)
+    tree(pid)
+        .into_iter()
+        .filter_map(|p| std::fs::read_dir(format!("/proc/{p}/task")).ok())
+        .flat_map(|tasks| tasks.filter_map(Result::ok))
         .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
         .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
         .sum()
 }
 
-/// Resident memory of a process, KiB.
+/// Resident memory of a process tree, KiB (shared pages counted once per
+/// process).
 pub fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
+    tree(pid)
+        .into_iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/status")).ok())
+        .filter_map(|s| {
             s.lines()
                 .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
         })
-        .unwrap_or(0)
+        .sum()
 }

@@ -254,10 +254,18 @@ fn peer_template(cfg: &TapConfig) -> HttpPeer {
     let mut p = HttpPeer::new(up.addr, up.tls.is_some(), sni);
     p.options.connection_timeout = Some(t.connect);
     p.options.total_connection_timeout = Some(t.connect.saturating_mul(2));
-    // Reads are timed by `TimedConnector` (first byte vs idle), not pingora.
-    p.options.read_timeout = None;
     p.options.idle_timeout = Some(UPSTREAM_POOL_IDLE);
-    p.options.custom_l4 = Some(Arc::new(TimedConnector { timeouts: t }));
+    if t.first_byte == t.idle {
+        // One per-read limit: pingora's own, and its connection pool works.
+        p.options.read_timeout = Some(t.idle);
+    } else {
+        // Distinct first-byte and idle limits need `TimedConnector`'s
+        // virtual socket, which pingora's pool never reuses (it matches a
+        // pooled connection by its fd, and a virtual socket has none): one
+        // upstream connection per request in this mode (see README).
+        p.options.read_timeout = None;
+        p.options.custom_l4 = Some(Arc::new(TimedConnector { timeouts: t }));
+    }
     if let Some(tls) = &up.tls {
         p.options.verify_cert = tls.verify;
         p.options.verify_hostname = tls.verify;

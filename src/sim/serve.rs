@@ -365,6 +365,11 @@ async fn wait_until<R: AsyncRead + Unpin>(
     buf: &mut Vec<u8>,
     deadline: Instant,
 ) -> Result<(), Instant> {
+    // Due already: no timer (tokio's wheel would round up to its next 1 ms
+    // tick, which a zero-delay profile must not see).
+    if Instant::now() >= deadline {
+        return Ok(());
+    }
     let mut tmp = [0u8; 4096];
     loop {
         tokio::select! {

@@ -384,3 +384,81 @@ async fn a_large_prompt_is_forwarded_whole_and_read_off_the_forwarding_thread() 
     let series = "tokentap_requests_total{boundary=\"engine\",model=\"big-prompt\",operation=\"chat\",outcome=\"ok\",stream=\"true\",tap=\"t\"}";
     assert_eq!(tap.sample(series), 1.0, "labelled with the parsed model");
 }
+
+/// A keep-alive upstream answering every request with a small JSON body;
+/// counts the connections it accepted.
+async fn keepalive_upstream() -> (std::net::SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let conns = std::sync::Arc::new(AtomicUsize::new(0));
+    let c = conns.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            c.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 8192];
+                loop {
+                    let n = match s.read(&mut tmp).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    buf.extend_from_slice(&tmp[..n]);
+                    // Requests here carry small bodies with a Content-Length.
+                    let mut headers = [httparse::EMPTY_HEADER; 32];
+                    let mut req = httparse::Request::new(&mut headers);
+                    let Ok(httparse::Status::Complete(head)) = req.parse(&buf) else {
+                        continue;
+                    };
+                    let len: usize = req
+                        .headers
+                        .iter()
+                        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                        .and_then(|h| std::str::from_utf8(h.value).ok()?.parse().ok())
+                        .unwrap_or(0);
+                    if buf.len() < head + len {
+                        continue;
+                    }
+                    buf.drain(..head + len);
+                    let body = br#"{"choices":[{"message":{"content":"ok"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#;
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    if s.write_all(resp.as_bytes()).await.is_err() || s.write_all(body).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, conns)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_connections_are_reused() {
+    let _g = serial().await;
+    let (up, conns) = keepalive_upstream().await;
+    let tap = Tap::start(&format!("http://{up}"), "");
+    for _ in 0..50 {
+        let r = post(tap.addr, &[], &chat(false, false)).await;
+        assert_eq!(r.status, 200);
+    }
+    let pooled = conns.load(std::sync::atomic::Ordering::SeqCst);
+    // Distinct first-byte and idle timeouts need a virtual socket that
+    // pingora's pool cannot reuse: one connection per request (documented).
+    let (up2, conns2) = keepalive_upstream().await;
+    let distinct = Tap::start(
+        &format!("http://{up2}"),
+        "    timeouts:\n      first_byte_seconds: 60\n      idle_seconds: 30\n",
+    );
+    for _ in 0..10 {
+        assert_eq!(post(distinct.addr, &[], &chat(false, false)).await.status, 200);
+    }
+    let unpooled = conns2.load(std::sync::atomic::Ordering::SeqCst);
+    println!("upstream connections: {pooled} for 50 requests (default timeouts); {unpooled} for 10 with distinct first-byte and idle timeouts");
+    assert!(pooled <= 2, "{pooled} upstream connections for 50 requests");
+    assert_eq!(unpooled, 10);
+}
