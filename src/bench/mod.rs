@@ -131,7 +131,12 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<(Results, PathBuf)> {
         Some(p) => p.clone(),
         None => std::env::current_exe()?,
     };
-    let pin = !args.no_pin && std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2;
+    // The machine's CPUs (not this process's affinity, which may already
+    // be one core).
+    let cpus = std::fs::read_to_string("/proc/cpuinfo")
+        .map(|s| s.lines().filter(|l| l.starts_with("processor")).count())
+        .unwrap_or(1);
+    let pin = !args.no_pin && cpus >= 2 && systems::pin_self_to_core0();
     let sim = Arc::new(Simulator::spawn(&SimArgs {
         profile: SimProfile {
             ttft_ms: 0.0,

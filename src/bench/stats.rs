@@ -122,7 +122,10 @@ impl Machine {
                 .find_map(|l| l.strip_prefix("model name"))
                 .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
                 .unwrap_or_default(),
-            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpus: cpuinfo
+                .lines()
+                .filter(|l| l.starts_with("processor"))
+                .count(),
             kernel: read("/proc/sys/kernel/osrelease"),
             clocksource: read("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
             memory_gib: mem_kib / (1024.0 * 1024.0),

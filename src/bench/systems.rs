@@ -105,6 +105,19 @@ fn which(names: &[&str]) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Pins this process (every thread, and the ones it starts later) to core
+/// 0, where the driver and the simulator run; `false` when `taskset` is
+/// missing or refuses.
+pub fn pin_self_to_core0() -> bool {
+    which(&["taskset"]).is_some()
+        && Command::new("taskset")
+            .args(["-a", "-p", "-c", "0"])
+            .arg(std::process::id().to_string())
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+}
+
 /// The command, pinned to core 1 when there is one.
 fn pinned(program: &Path, pin: bool) -> Command {
     if pin && which(&["taskset"]).is_some() {
@@ -142,7 +155,11 @@ fn version_of(program: &Path, arg: &str) -> String {
                 String::from_utf8_lossy(&o.stdout),
                 String::from_utf8_lossy(&o.stderr)
             );
-            text.lines().next().unwrap_or("").trim().to_string()
+            text.lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("")
+                .to_string()
         })
         .unwrap_or_default()
 }
