@@ -387,7 +387,10 @@ async fn a_large_prompt_is_forwarded_whole_and_read_off_the_forwarding_thread() 
 
 /// A keep-alive upstream answering every request with a small JSON body;
 /// counts the connections it accepted.
-async fn keepalive_upstream() -> (std::net::SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+async fn keepalive_upstream() -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -427,7 +430,9 @@ async fn keepalive_upstream() -> (std::net::SocketAddr, std::sync::Arc<std::sync
                         "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
                         body.len()
                     );
-                    if s.write_all(resp.as_bytes()).await.is_err() || s.write_all(body).await.is_err() {
+                    if s.write_all(resp.as_bytes()).await.is_err()
+                        || s.write_all(body).await.is_err()
+                    {
                         return;
                     }
                 }
@@ -455,7 +460,10 @@ async fn upstream_connections_are_reused() {
         "    timeouts:\n      first_byte_seconds: 60\n      idle_seconds: 30\n",
     );
     for _ in 0..10 {
-        assert_eq!(post(distinct.addr, &[], &chat(false, false)).await.status, 200);
+        assert_eq!(
+            post(distinct.addr, &[], &chat(false, false)).await.status,
+            200
+        );
     }
     let unpooled = conns2.load(std::sync::atomic::Ordering::SeqCst);
     println!("upstream connections: {pooled} for 50 requests (default timeouts); {unpooled} for 10 with distinct first-byte and idle timeouts");
