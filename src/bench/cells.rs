@@ -304,7 +304,7 @@ pub struct S8 {
 
 /// A fresh process's memory: idle, with `streams` open at 20 ms pacing,
 /// after.
-pub async fn s8(addr: SocketAddr, pid: u32, sim: Arc<Simulator>, streams: u32) -> S8 {
+pub async fn s8(addr: SocketAddr, pid: u32, streams: u32) -> S8 {
     let p = MEMORY;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut r = S8 {
@@ -313,15 +313,12 @@ pub async fn s8(addr: SocketAddr, pid: u32, sim: Arc<Simulator>, streams: u32) -
     };
     let mut tasks = Vec::new();
     for i in 0..streams {
-        let sim = sim.clone();
         tasks.push(tokio::spawn(async move {
             tokio::time::sleep(Duration::from_micros(u64::from(i) * 1000)).await;
             let mut conn = Conn::new(addr);
             conn.exchange(&request(p, true, &format!("mem-{i}")))
                 .await
-                .ok()
-                .filter(|ex| ex.status == 200 && ex.tokens().count() == p.events as usize)
-                .map(|_| drop(sim))
+                .is_ok_and(|ex| ex.status == 200 && ex.tokens().count() == p.events as usize)
         }));
     }
     // All open from ~1 s (staggered starts) until ~3 s.
@@ -337,7 +334,7 @@ pub async fn s8(addr: SocketAddr, pid: u32, sim: Arc<Simulator>, streams: u32) -
     }
     for t in tasks {
         match t.await {
-            Ok(Some(())) => r.streams += 1,
+            Ok(true) => r.streams += 1,
             _ => r.failed += 1,
         }
     }

@@ -284,7 +284,7 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<(Results, PathBuf)> {
             };
             results
                 .s8
-                .push((system, cells::s8(r.addr, pid, sim.clone(), streams).await));
+                .push((system, cells::s8(r.addr, pid, streams).await));
         }
     }
     results.pathologies = report::pathologies(&results);

@@ -19,9 +19,6 @@ pub enum System {
     TokentapOff,
     Nginx,
     Haproxy,
-    /// HAProxy with its default (coalescing) settings: the accuracy cell's
-    /// hostile hop, never a row of the overhead tables.
-    HaproxyDefault,
     Litellm,
 }
 
@@ -43,7 +40,6 @@ impl System {
             System::TokentapOff => "tokentap (measure off)",
             System::Nginx => "nginx",
             System::Haproxy => "haproxy (http-no-delay)",
-            System::HaproxyDefault => "haproxy (defaults)",
             System::Litellm => "litellm",
         }
     }
@@ -169,7 +165,7 @@ pub fn available(system: System, dir: &Path) -> bool {
     match system {
         System::Direct | System::Tokentap | System::TokentapOff => true,
         System::Nginx => which(&["nginx"]).is_some(),
-        System::Haproxy | System::HaproxyDefault => which(&["haproxy"]).is_some(),
+        System::Haproxy => which(&["haproxy"]).is_some(),
         System::Litellm => litellm_bin(dir).is_some(),
     }
 }
@@ -237,18 +233,13 @@ pub fn start(
                 .arg(dir.join("nginx-error.log"));
             (c, version_of(&bin, "-v"))
         }
-        System::Haproxy | System::HaproxyDefault => {
+        System::Haproxy => {
             let bin = which(&["haproxy"]).ok_or_else(|| std::io::Error::other("no haproxy"))?;
             let cfg = dir.join(format!("{slug}.cfg"));
-            let no_delay = if system == System::Haproxy {
-                "  option http-no-delay\n"
-            } else {
-                ""
-            };
             std::fs::write(
                 &cfg,
                 format!(
-                    "global\n  nbthread 1\n  maxconn 8000\ndefaults\n  mode http\n  timeout connect 5s\n  timeout client 600s\n  timeout server 600s\n  http-reuse always\n{no_delay}frontend f\n  bind {addr}\n  default_backend b\nbackend b\n  server s1 {upstream}\n"
+                    "global\n  nbthread 1\n  maxconn 8000\ndefaults\n  mode http\n  timeout connect 5s\n  timeout client 600s\n  timeout server 600s\n  http-reuse always\n  option http-no-delay\nfrontend f\n  bind {addr}\n  default_backend b\nbackend b\n  server s1 {upstream}\n"
                 ),
             )?;
             let mut c = pinned(&bin, pin);

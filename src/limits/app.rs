@@ -54,11 +54,6 @@ impl<A> GuardedApp<A> {
         }
     }
 
-    /// Open client connections now.
-    pub fn open(&self) -> usize {
-        self.open.load(Ordering::Acquire)
-    }
-
     fn admit(&self, max: usize) -> Option<Slot> {
         let admitted = self
             .open
