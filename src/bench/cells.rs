@@ -344,3 +344,71 @@ pub async fn s8(addr: SocketAddr, pid: u32, streams: u32) -> S8 {
     r.after_kib = rss_kib(pid);
     r
 }
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct S4 {
+    pub concurrency: u32,
+    pub requests: u64,
+    pub errors: u64,
+    pub rps: f64,
+    /// Send → last byte (closed loop: each connection waits for its answer).
+    pub latency: Dist,
+    pub cpu_us_per_request: Option<f64>,
+    pub idle: f64,
+}
+
+/// Closed loop: `concurrency` keep-alive connections, each sending its next
+/// non-streaming request as soon as the last one is answered, for `length`.
+pub async fn s4(addr: SocketAddr, pid: Option<u32>, concurrency: u32, length: Duration) -> S4 {
+    // Open the connections (and warm the proxy's upstream pool) first.
+    let mut conns = Vec::new();
+    for c in 0..concurrency {
+        let mut conn = Conn::new(addr);
+        let _ = conn
+            .exchange(&request(FAST, false, &format!("s4-warm-{c}")))
+            .await;
+        conns.push(conn);
+    }
+    let cpu0 = pid.map(cpu_ns);
+    let idle = Idle::start();
+    let start = Instant::now();
+    let end = start + length;
+    let mut tasks = Vec::new();
+    for mut conn in conns {
+        tasks.push(tokio::spawn(async move {
+            let req = request(FAST, false, "s4");
+            let (mut h, mut ok, mut errors) = (Hist::default(), 0u64, 0u64);
+            while Instant::now() < end {
+                match conn.exchange(&req).await {
+                    Ok(ex) if ex.status == 200 => {
+                        h.add(ex.end_at.saturating_duration_since(ex.sent));
+                        ok += 1;
+                    }
+                    _ => errors += 1,
+                }
+            }
+            (h, ok, errors)
+        }));
+    }
+    let mut all = Hist::default();
+    let (mut ok, mut errors) = (0u64, 0u64);
+    for t in tasks {
+        if let Ok((h, o, e)) = t.await {
+            all.merge(&h);
+            ok += o;
+            errors += e;
+        }
+    }
+    let took = start.elapsed().as_secs_f64();
+    S4 {
+        concurrency,
+        requests: ok,
+        errors,
+        rps: ok as f64 / took,
+        latency: all.dist(),
+        cpu_us_per_request: cpu0
+            .zip(pid)
+            .map(|(c0, p)| cpu_ns(p).saturating_sub(c0) as f64 / 1e3 / ok.max(1) as f64),
+        idle: idle.share(),
+    }
+}

@@ -49,6 +49,13 @@ pub struct BenchArgs {
     /// S2: streams per client per run.
     #[arg(long, default_value_t = 3)]
     pub s2_streams: u32,
+    /// S4: seconds per concurrency per system per round.
+    #[arg(long, default_value_t = 3.0)]
+    pub s4_seconds: f64,
+    /// Cells to run, comma-separated: s1, s2, s4, s8 (S7 is computed from
+    /// S1 and S2).
+    #[arg(long, value_delimiter = ',', default_value = "s1,s2,s4,s8")]
+    pub cells: Vec<String>,
     /// S8: streams held open (0: skip the memory cell).
     #[arg(long, default_value_t = 1000)]
     pub memory_streams: u32,
@@ -86,6 +93,8 @@ pub struct Results {
     /// Per system, one entry per round.
     pub s1: Rows<cells::S1>,
     pub s2: Vec<(StreamCell, Rows<cells::S2>)>,
+    /// Per system, per round, one entry per concurrency.
+    pub s4: Rows<Vec<cells::S4>>,
     pub s8: Vec<(System, cells::S8)>,
     pub pathologies: Vec<String>,
 }
@@ -176,9 +185,14 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<(Results, PathBuf)> {
         s1_rate: Vec::new(),
         s1: Vec::new(),
         s2: cells.iter().map(|c| (*c, Vec::new())).collect(),
+        s4: Vec::new(),
         s8: Vec::new(),
         pathologies: Vec::new(),
     };
+    let cell_on = |name: &str| args.smoke || args.cells.iter().any(|c| c == name);
+    if !cell_on("s2") {
+        results.s2.clear();
+    }
     let start =
         |system: System| systems::start(system, sim.addr, &dir, &tokentap, pin, &litellm_models);
     let mut running = Vec::new();
@@ -210,7 +224,12 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<(Results, PathBuf)> {
             args.s1_rate
         };
         results.s1_rate.push((r.system, rate));
-        results.s1.push((r.system, Vec::new()));
+        if cell_on("s1") {
+            results.s1.push((r.system, Vec::new()));
+        }
+        if cell_on("s4") && !args.smoke {
+            results.s4.push((r.system, Vec::new()));
+        }
         for (_, rows) in &mut results.s2 {
             rows.push((r.system, Vec::new()));
         }
@@ -227,17 +246,10 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<(Results, PathBuf)> {
                 .iter()
                 .find(|(s, _)| *s == r.system)
                 .map_or(args.s1_rate, |x| x.1);
-            eprintln!("bench: round {} · {} · S1", round + 1, r.system);
-            let s1 = cells::s1(
-                r.addr,
-                r.pid(),
-                rate,
-                Duration::from_secs_f64(s1_seconds),
-                round,
-            )
-            .await;
             if let Some((_, v)) = results.s1.iter_mut().find(|(s, _)| *s == r.system) {
-                v.push(s1);
+                eprintln!("bench: round {} · {} · S1", round + 1, r.system);
+                let length = Duration::from_secs_f64(s1_seconds);
+                v.push(cells::s1(r.addr, r.pid(), rate, length, round).await);
             }
             for (cell, rows) in &mut results.s2 {
                 eprintln!(
@@ -267,11 +279,20 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<(Results, PathBuf)> {
                     v.push(s2);
                 }
             }
+            if let Some((_, v)) = results.s4.iter_mut().find(|(s, _)| *s == r.system) {
+                let length = Duration::from_secs_f64(args.s4_seconds);
+                let mut points = Vec::new();
+                for c in [1, 8, 32, 64] {
+                    eprintln!("bench: round {} · {} · S4 c={c}", round + 1, r.system);
+                    points.push(cells::s4(r.addr, r.pid(), c, length).await);
+                }
+                v.push(points);
+            }
         }
     }
     let systems_run: Vec<System> = running.iter().map(|r| r.system).collect();
     drop(running);
-    if args.memory_streams > 0 && !args.smoke {
+    if args.memory_streams > 0 && !args.smoke && cell_on("s8") {
         for system in systems_run.into_iter().filter(|s| *s != System::Direct) {
             eprintln!("bench: S8 memory · {system}");
             // A fresh process: its idle figure is its own.

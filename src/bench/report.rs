@@ -46,7 +46,7 @@ fn opt_us(x: Option<f64>) -> String {
 fn systems_in(r: &Results) -> Vec<System> {
     System::ROWS
         .into_iter()
-        .filter(|s| r.s1.iter().any(|(x, _)| x == s))
+        .filter(|s| r.versions.iter().any(|(x, _)| x == s))
         .collect()
 }
 
@@ -78,33 +78,35 @@ pub fn markdown(r: &Results) -> String {
     }
     let systems = systems_in(r);
 
-    let _ = writeln!(md, "\n## S1 · non-streaming, one connection, open loop\n");
-    let _ = writeln!(md, "Latency from each request's scheduled start to its last byte (no coordinated omission); added = system − direct, median of round medians (IQR over rounds).\n");
-    let _ = writeln!(md, "| system | rate | added p50 | added p90 | added p99 | added p99.9 | p50 / p99 | CPU µs per request | errors | idle CPU |");
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
-    for s in &systems {
-        let rate = r.s1_rate.iter().find(|(x, _)| x == s).map_or(0.0, |x| x.1);
-        let (a50, i50) = added(&r.s1, *s, |x: &S1| x.latency.p50);
-        let (a90, _) = added(&r.s1, *s, |x: &S1| x.latency.p90);
-        let (a99, _) = added(&r.s1, *s, |x: &S1| x.latency.p99);
-        let (a999, _) = added(&r.s1, *s, |x: &S1| x.latency.p999);
-        let _ = writeln!(
-            md,
-            "| {s} | {rate:.0}/s | {} (±{}) | {} | {} | {} | {} / {} | {} | {} | {:.0} % |",
-            us(a50),
-            us(i50 / 2.0),
-            us(a90),
-            us(a99),
-            us(a999),
-            us(abs(&r.s1, *s, |x: &S1| x.latency.p50)),
-            us(abs(&r.s1, *s, |x: &S1| x.latency.p99)),
-            opt_us(rounds_of(&r.s1, *s).and_then(|v| {
-                let c: Vec<f64> = v.iter().filter_map(|x| x.cpu_us_per_request).collect();
-                (!c.is_empty()).then(|| median(c))
-            })),
-            sum(&r.s1, *s, |x: &S1| x.errors),
-            100.0 * abs(&r.s1, *s, |x: &S1| x.idle),
-        );
+    if !r.s1.is_empty() {
+        let _ = writeln!(md, "\n## S1 · non-streaming, one connection, open loop\n");
+        let _ = writeln!(md, "Latency from each request's scheduled start to its last byte (no coordinated omission); added = system − direct, median of round medians (IQR over rounds).\n");
+        let _ = writeln!(md, "| system | rate | added p50 | added p90 | added p99 | added p99.9 | p50 / p99 | CPU µs per request | errors | idle CPU |");
+        let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|");
+        for s in &systems {
+            let rate = r.s1_rate.iter().find(|(x, _)| x == s).map_or(0.0, |x| x.1);
+            let (a50, i50) = added(&r.s1, *s, |x: &S1| x.latency.p50);
+            let (a90, _) = added(&r.s1, *s, |x: &S1| x.latency.p90);
+            let (a99, _) = added(&r.s1, *s, |x: &S1| x.latency.p99);
+            let (a999, _) = added(&r.s1, *s, |x: &S1| x.latency.p999);
+            let _ = writeln!(
+                md,
+                "| {s} | {rate:.0}/s | {} (±{}) | {} | {} | {} | {} / {} | {} | {} | {:.0} % |",
+                us(a50),
+                us(i50 / 2.0),
+                us(a90),
+                us(a99),
+                us(a999),
+                us(abs(&r.s1, *s, |x: &S1| x.latency.p50)),
+                us(abs(&r.s1, *s, |x: &S1| x.latency.p99)),
+                opt_us(rounds_of(&r.s1, *s).and_then(|v| {
+                    let c: Vec<f64> = v.iter().filter_map(|x| x.cpu_us_per_request).collect();
+                    (!c.is_empty()).then(|| median(c))
+                })),
+                sum(&r.s1, *s, |x: &S1| x.errors),
+                100.0 * abs(&r.s1, *s, |x: &S1| x.idle),
+            );
+        }
     }
 
     for (cell, rows) in &r.s2 {
@@ -155,6 +157,10 @@ pub fn markdown(r: &Results) -> String {
                 })),
             );
         }
+    }
+
+    if !r.s4.is_empty() {
+        s4_table(&mut md, r, &systems);
     }
 
     if let (Some(on), Some(off)) = (
@@ -217,6 +223,76 @@ pub fn markdown(r: &Results) -> String {
         }
     );
     md
+}
+
+/// S4: requests per second (and p99) per concurrency, medians over rounds;
+/// the best rate with p99 under 5 ms; marked when within 10 % of direct
+/// (the driver and simulator on their one core, not the system, set it).
+fn s4_table(md: &mut String, r: &Results, systems: &[System]) {
+    let _ = writeln!(
+        md,
+        "\n## S4 · closed loop, non-streaming, keep-alive connections\n"
+    );
+    let _ = writeln!(md, "Requests per second (p99 latency) at each concurrency, median over rounds; \"best\" is the highest rate whose p99 stayed under 5 ms; † = within 10 % of direct, so bound by the driver and simulator (one core), not by the system.\n");
+    let concurrencies: Vec<u32> =
+        r.s4.first()
+            .and_then(|(_, rounds)| rounds.first())
+            .map(|p| p.iter().map(|x| x.concurrency).collect())
+            .unwrap_or_default();
+    let mut head = String::from("| system |");
+    for c in &concurrencies {
+        let _ = write!(head, " c={c} |");
+    }
+    let _ = writeln!(
+        md,
+        "{head} best (p99 < 5 ms) | CPU µs per request at the best |"
+    );
+    let _ = writeln!(md, "|---|{}---|---|", "---|".repeat(concurrencies.len()));
+    let point = |s: System, c: u32, f: &dyn Fn(&super::cells::S4) -> f64| -> f64 {
+        rounds_of(&r.s4, s).map_or(f64::NAN, |rounds| {
+            median(
+                rounds
+                    .iter()
+                    .filter_map(|p| p.iter().find(|x| x.concurrency == c))
+                    .map(f)
+                    .collect(),
+            )
+        })
+    };
+    for s in systems {
+        if rounds_of(&r.s4, *s).is_none() {
+            continue;
+        }
+        let mut row = format!("| {s} |");
+        let mut best: Option<(f64, u32)> = None;
+        for c in &concurrencies {
+            let rps = point(*s, *c, &|x| x.rps);
+            let p99 = point(*s, *c, &|x| x.latency.p99);
+            let direct = point(System::Direct, *c, &|x| x.rps);
+            let bound = if *s != System::Direct && rps >= 0.9 * direct {
+                " †"
+            } else {
+                ""
+            };
+            let _ = write!(row, " {rps:.0}{bound} ({}) |", us(p99));
+            if p99 < 5_000.0 && best.is_none_or(|(b, _)| rps > b) {
+                best = Some((rps, *c));
+            }
+        }
+        let cpu = best.map_or(f64::NAN, |(_, c)| {
+            point(*s, c, &|x| x.cpu_us_per_request.unwrap_or(f64::NAN))
+        });
+        let _ = writeln!(
+            md,
+            "{row} {} | {} |",
+            best.map_or("—".into(), |(b, c)| format!("{b:.0}/s at c={c}")),
+            if cpu.is_nan() {
+                "—".into()
+            } else {
+                format!("{cpu:.1}")
+            }
+        );
+    }
 }
 
 /// What must never happen through tokentap (timings aside): a delay

@@ -46,6 +46,11 @@ impl Hist {
         let _ = self.h.record((ns.max(1)) as u64);
     }
 
+    pub fn merge(&mut self, other: &Hist) {
+        let _ = self.h.add(&other.h);
+        self.negative += other.negative;
+    }
+
     pub fn dist(&self) -> Dist {
         let us = |q: f64| self.h.value_at_quantile(q) as f64 / 1e3;
         Dist {

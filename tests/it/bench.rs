@@ -131,3 +131,29 @@ async fn the_streaming_cell_sees_merged_events_and_a_plateau_when_they_happen() 
     assert!(bad.events_per_read > 1.5, "{bad:?}");
     assert!(bad.event_delay.p50 > 40_000.0, "{bad:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_closed_loop_cell_counts_every_answered_request() {
+    let _g = serial().await;
+    let sim = Simulator::spawn(&SimArgs {
+        profile: SimProfile {
+            ttft_ms: 0.0,
+            itl_ms: 0.0,
+            numbered: true,
+            ..SimProfile::default()
+        },
+        ..SimArgs::default()
+    })
+    .unwrap();
+    let r = cells::s4(sim.addr, None, 4, Duration::from_millis(500)).await;
+    let served = sim.truth.all().len() as u64;
+    println!(
+        "closed loop c=4 for 0.5 s: {} requests, {:.0}/s",
+        r.requests, r.rps
+    );
+    assert_eq!(r.errors, 0);
+    assert!(r.requests > 100, "{r:?}");
+    // Every answered request was served (plus the 4 warm-ups).
+    assert_eq!(served, r.requests + 4);
+    assert!(r.latency.n == r.requests);
+}
