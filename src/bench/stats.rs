@@ -1,6 +1,7 @@
 //! Distributions (HdrHistogram, nanoseconds, 3 significant digits), the
 //! machine description and the CPU's idle share while a cell runs.
 
+use crate::analysis::stats::quantile_unchecked;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::time::Duration;
@@ -65,34 +66,24 @@ impl Hist {
 }
 
 /// The median of a few round figures (rounds interleave systems, so the
-/// median of round medians resists a noisy round).
-pub fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v.get(m).copied().unwrap_or(f64::NAN)
-    } else {
-        (v.get(m - 1).copied().unwrap_or(f64::NAN) + v.get(m).copied().unwrap_or(f64::NAN)) / 2.0
-    }
+/// median of round medians resists a noisy round). NaN when there are none.
+pub fn median(v: Vec<f64>) -> f64 {
+    quantile(v, 0.5)
 }
 
-/// Interquartile range of round figures.
-pub fn iqr(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    if v.len() < 4 {
+/// Interquartile range of round figures (NaN below four rounds).
+pub fn iqr(v: Vec<f64>) -> f64 {
+    if v.iter().filter(|x| x.is_finite()).count() < 4 {
         return f64::NAN;
     }
+    quantile(v.clone(), 0.75) - quantile(v, 0.25)
+}
+
+/// `analysis::stats::quantile_unchecked` over the finite values.
+fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
+    v.retain(|x| x.is_finite());
     v.sort_by(f64::total_cmp);
-    let q = |p: f64| {
-        v.get(((v.len() - 1) as f64 * p).round() as usize)
-            .copied()
-            .unwrap_or(f64::NAN)
-    };
-    q(0.75) - q(0.25)
+    quantile_unchecked(&v, q).unwrap_or(f64::NAN)
 }
 
 /// What ran the benchmark.

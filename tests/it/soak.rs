@@ -28,19 +28,7 @@ fn fds(pid: u32) -> usize {
 
 /// Least-squares slope of (seconds, KiB) in KiB per minute.
 fn slope_per_min(points: &[(f64, f64)]) -> f64 {
-    let n = points.len() as f64;
-    let (sx, sy) = points
-        .iter()
-        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
-    let (mx, my) = (sx / n, sy / n);
-    let (num, den) = points.iter().fold((0.0, 0.0), |(a, b), (x, y)| {
-        (a + (x - mx) * (y - my), b + (x - mx) * (x - mx))
-    });
-    if den == 0.0 {
-        0.0
-    } else {
-        num / den * 60.0
-    }
+    tokentap::analysis::stats::fit_line(points).map_or(0.0, |f| f.slope * 60.0)
 }
 
 const TOKENS: u32 = 20;
