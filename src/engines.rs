@@ -40,53 +40,43 @@ impl Scraper {
             stop: AtomicBool::new(false),
         });
         let weak = Arc::downgrade(&s);
-        std::thread::Builder::new()
-            .name("tokentap-scrape".into())
-            .spawn(move || {
-                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                else {
+        crate::rt::spawn_async_thread("tokentap-scrape", move || async move {
+            let mut next: Vec<Instant> = Vec::new();
+            loop {
+                let Some(s) = weak.upgrade() else { return };
+                if s.stop.load(Ordering::Relaxed) {
                     return;
-                };
-                rt.block_on(async move {
-                    let mut next: Vec<Instant> = Vec::new();
-                    loop {
-                        let Some(s) = weak.upgrade() else { return };
-                        if s.stop.load(Ordering::Relaxed) {
-                            return;
-                        }
-                        next.resize(s.engines.len(), Instant::now());
-                        for (i, (cfg, acc)) in s.engines.iter().enumerate() {
-                            let due = next.get(i).is_some_and(|t| *t <= Instant::now());
-                            if !due {
-                                continue;
-                            }
-                            if let Some(t) = next.get_mut(i) {
-                                *t = Instant::now() + cfg.interval;
-                            }
-                            let ok = match scrape(cfg).await {
-                                Some(text) => {
-                                    let reading = parse(&text);
-                                    acc.lock()
-                                        .unwrap_or_else(|e| e.into_inner())
-                                        .reading(&reading);
-                                    true
-                                }
-                                None => {
-                                    acc.lock().unwrap_or_else(|e| e.into_inner()).failed();
-                                    false
-                                }
-                            };
-                            let result = if ok { "ok" } else { "error" };
-                            s.metrics
-                                .add(&table::ENGINE_SCRAPES, &[&cfg.name, result], 1);
-                        }
-                        drop(s);
-                        tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                next.resize(s.engines.len(), Instant::now());
+                for (i, (cfg, acc)) in s.engines.iter().enumerate() {
+                    let due = next.get(i).is_some_and(|t| *t <= Instant::now());
+                    if !due {
+                        continue;
                     }
-                });
-            })?;
+                    if let Some(t) = next.get_mut(i) {
+                        *t = Instant::now() + cfg.interval;
+                    }
+                    let ok = match scrape(cfg).await {
+                        Some(text) => {
+                            let reading = parse(&text);
+                            acc.lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .reading(&reading);
+                            true
+                        }
+                        None => {
+                            acc.lock().unwrap_or_else(|e| e.into_inner()).failed();
+                            false
+                        }
+                    };
+                    let result = if ok { "ok" } else { "error" };
+                    s.metrics
+                        .add(&table::ENGINE_SCRAPES, &[&cfg.name, result], 1);
+                }
+                drop(s);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })?;
         Ok(s)
     }
 

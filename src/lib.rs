@@ -29,6 +29,7 @@ pub mod record;
 pub mod recordlog;
 pub mod reload;
 pub mod report;
+pub mod rt;
 pub mod server;
 pub mod sim;
 pub mod trace;

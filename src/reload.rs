@@ -223,45 +223,33 @@ impl Reloader {
 /// Reloads on SIGHUP, and (with `watch`) whenever the file's content
 /// changes, on a thread of its own. The thread ends with the process.
 pub fn spawn_triggers(reloader: Arc<Reloader>, watch: Option<Duration>) -> std::io::Result<()> {
-    std::thread::Builder::new()
-        .name("tokentap-reload".into())
-        .spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async move {
-                let Ok(mut hup) =
-                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-                else {
-                    tracing::error!("cannot listen for SIGHUP; config reload is off");
-                    return;
-                };
-                // Content, not mtime: a ConfigMap swaps a symlink and keeps
-                // old mtimes; a changed file is what matters.
-                let read = |p: &Path| std::fs::read(p).ok();
-                let mut last = read(reloader.path());
-                let period = watch.unwrap_or(Duration::from_secs(3600));
-                loop {
-                    tokio::select! {
-                        _ = hup.recv() => {
-                            reloader.reload();
-                            last = read(reloader.path());
-                        }
-                        _ = tokio::time::sleep(period), if watch.is_some() => {
-                            let now = read(reloader.path());
-                            if now.is_some() && now != last {
-                                reloader.reload();
-                                last = now;
-                            }
-                        }
+    crate::rt::spawn_async_thread("tokentap-reload", move || async move {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            tracing::error!("cannot listen for SIGHUP; config reload is off");
+            return;
+        };
+        // Content, not mtime: a ConfigMap swaps a symlink and keeps
+        // old mtimes; a changed file is what matters.
+        let read = |p: &Path| std::fs::read(p).ok();
+        let mut last = read(reloader.path());
+        let period = watch.unwrap_or(Duration::from_secs(3600));
+        loop {
+            tokio::select! {
+                _ = hup.recv() => {
+                    reloader.reload();
+                    last = read(reloader.path());
+                }
+                _ = tokio::time::sleep(period), if watch.is_some() => {
+                    let now = read(reloader.path());
+                    if now.is_some() && now != last {
+                        reloader.reload();
+                        last = now;
                     }
                 }
-            });
-        })?;
-    Ok(())
+            }
+        }
+    })
 }
 
 #[cfg(test)]

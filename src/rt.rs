@@ -1,0 +1,26 @@
+//! Background threads that run async code: each owns a current-thread tokio
+//! runtime, so its work never competes with the taps' runtimes.
+
+use std::future::Future;
+
+/// Starts a named thread that runs the future `make` returns on a runtime
+/// of its own, until the future ends (or the process does). A runtime that
+/// cannot be built ends the thread at once.
+pub fn spawn_async_thread<F, Fut>(name: &str, make: F) -> std::io::Result<()>
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: Future<Output = ()>,
+{
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(make());
+        })?;
+    Ok(())
+}
