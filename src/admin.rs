@@ -137,6 +137,34 @@ impl ServeHttp for AdminApp {
     }
 }
 
+/// `tokentap health`: GETs a plain-HTTP URL (`http://host:port/path`) and
+/// returns the status, within `timeout`.
+pub fn probe(url: &str, timeout: std::time::Duration) -> anyhow::Result<u16> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| anyhow::anyhow!("{url}: only http:// URLs can be probed"))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, "/"),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let ask = async {
+            let addr = tokio::net::lookup_host(authority)
+                .await?
+                .next()
+                .ok_or_else(|| anyhow::anyhow!("{authority}: no address"))?;
+            let r = crate::client::send(addr, "GET", path, &[], b"").await?;
+            Ok::<u16, anyhow::Error>(r.status)
+        };
+        tokio::time::timeout(timeout, ask)
+            .await
+            .map_err(|_| anyhow::anyhow!("{url}: no answer within {timeout:?}"))?
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

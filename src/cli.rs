@@ -59,6 +59,19 @@ pub enum Command {
     /// Benchmark tokentap against a direct connection, itself with
     /// measurement off, nginx, HAProxy and LiteLLM on this machine.
     Bench(crate::bench::BenchArgs),
+    /// A small reference LLM gateway (guardrail calls, then the engine) for
+    /// demos, the compose stack and attribution tests.
+    Gateway(crate::sim::gateway::GatewayArgs),
+    /// Exit 0 when tokentap's admin endpoint answers 2xx (a container
+    /// healthcheck that needs no curl), 1 otherwise.
+    Health {
+        /// The URL to probe (plain HTTP).
+        #[arg(long, default_value = "http://127.0.0.1:9464/readyz")]
+        url: String,
+        /// Give up after this long.
+        #[arg(long, default_value_t = 3)]
+        timeout_seconds: u64,
+    },
 }
 
 /// Runs a parsed command line; the error is printed by `main`.
@@ -116,5 +129,19 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Report(args) => crate::report::run(&args),
         Command::Drive(args) => crate::drive::run(&args),
         Command::Bench(args) => crate::bench::run(&args),
+        Command::Gateway(args) => crate::sim::gateway::Gateway::run_blocking(&args),
+        Command::Health {
+            url,
+            timeout_seconds,
+        } => {
+            let status =
+                crate::admin::probe(&url, std::time::Duration::from_secs(timeout_seconds))?;
+            println!("{url}: {status}");
+            if (200..300).contains(&status) {
+                Ok(())
+            } else {
+                anyhow::bail!("{url} answered {status}")
+            }
+        }
     }
 }

@@ -24,3 +24,20 @@ where
         })?;
     Ok(())
 }
+
+/// Blocks the calling thread until SIGINT or SIGTERM: the foreground of the
+/// helper servers (`tokentap sim`, `tokentap gateway`), which have nothing
+/// to drain, so both signals stop them at once — also as PID 1 in a
+/// container, where an unhandled SIGTERM would be ignored.
+pub fn block_until_stopped() -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r,
+            _ = term.recv() => Ok(()),
+        }
+    })
+}

@@ -46,6 +46,7 @@
 
 pub mod admission;
 pub mod engine;
+pub mod gateway;
 pub mod prefix_cache;
 pub mod profile;
 pub mod script;
@@ -170,14 +171,11 @@ impl Simulator {
         })
     }
 
-    /// Serves on the calling thread until Ctrl-C.
+    /// Serves on the calling thread until SIGINT or SIGTERM.
     pub fn run_blocking(args: &SimArgs) -> std::io::Result<()> {
         let sim = Simulator::spawn(args)?;
         tracing::info!(addr = %sim.addr, tls = args.tls_cert.is_some(), "simulator listening");
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        rt.block_on(tokio::signal::ctrl_c())?;
+        crate::rt::block_until_stopped()?;
         drop(sim);
         Ok(())
     }

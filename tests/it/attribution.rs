@@ -111,8 +111,8 @@ fn topology(input_guards: usize, output_guard: bool, strip: bool) -> Topology {
     let (edge, gw_tap, engine_tap, guard_tap) =
         (free_addr(), free_addr(), free_addr(), free_addr());
     let gateway = TestGateway::spawn(GatewayConfig {
-        engine: engine_tap,
-        guard: Some(guard_tap),
+        engine: engine_tap.to_string(),
+        guard: Some(guard_tap.to_string()),
         input_guards,
         output_guard,
         processing: Duration::from_millis(20),

@@ -381,8 +381,8 @@ async fn gateway_run() -> String {
     );
     let (gw_tap, engine_tap, guard_tap) = (free_addr(), free_addr(), free_addr());
     let gateway = TestGateway::spawn(GatewayConfig {
-        engine: engine_tap,
-        guard: Some(guard_tap),
+        engine: engine_tap.to_string(),
+        guard: Some(guard_tap.to_string()),
         input_guards: 1,
         output_guard: true,
         processing: Duration::from_millis(5),
