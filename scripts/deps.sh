@@ -3,6 +3,7 @@
 #   cmake      pingora's zlib-ng build (Debian/Ubuntu: apt)
 #   promtool   `promtool check metrics` in the tests (Debian/Ubuntu: package prometheus)
 #   nginx      a real gateway hop between two taps in the attribution tests
+#   haproxy    the coalescing middlebox of the benchmark's accuracy-cell test
 #   chromium   headless check that the HTML report opens without console errors
 #   .venv      the official `openai` Python client for the real-client test (pip)
 #   cargo-deny licenses, bans and sources of the dependency tree (cargo install)
@@ -14,6 +15,7 @@ apt_packages=()
 command -v cmake >/dev/null 2>&1 || apt_packages+=(cmake)
 command -v promtool >/dev/null 2>&1 || apt_packages+=(prometheus)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_packages+=(nginx-light)
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || apt_packages+=(haproxy)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || apt_packages+=(chromium)
 if [ "${#apt_packages[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
@@ -23,13 +25,13 @@ if [ "${#apt_packages[@]}" -gt 0 ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${apt_packages[@]}" >/dev/null
     # The packages start servers; the tests start their own.
-    for svc in prometheus nginx; do
+    for svc in prometheus nginx haproxy; do
       if [[ " ${apt_packages[*]} " == *" ${svc}"* ]]; then
         $SUDO systemctl disable --now "$svc" >/dev/null 2>&1 || $SUDO pkill -x "$svc" >/dev/null 2>&1 || true
       fi
     done
   else
-    echo "deps: please install: ${apt_packages[*]} (cmake for the build; promtool from Prometheus, nginx and chromium for the tests)" >&2
+    echo "deps: please install: ${apt_packages[*]} (cmake for the build; promtool from Prometheus, nginx, haproxy and chromium for the tests)" >&2
     exit 1
   fi
 fi

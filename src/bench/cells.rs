@@ -53,7 +53,7 @@ pub const FAST: Profile = Profile {
     every_ms: 0,
 };
 
-fn request(p: Profile, stream: bool, id: &str) -> Vec<u8> {
+pub fn request(p: Profile, stream: bool, id: &str) -> Vec<u8> {
     chat_request(
         &p.model(),
         stream,
@@ -154,12 +154,14 @@ pub struct S2 {
     pub idle: f64,
 }
 
-struct Stream {
-    ex: Exchange,
-    truth: Option<crate::sim::truth::Truth>,
+pub struct Stream {
+    pub ex: Exchange,
+    pub truth: Option<crate::sim::truth::Truth>,
 }
 
-async fn one_stream(
+/// One stream of profile `p` on a new connection, with the simulator's
+/// record of it.
+pub async fn one_stream(
     addr: SocketAddr,
     sim: Arc<Simulator>,
     p: Profile,

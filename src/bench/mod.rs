@@ -11,11 +11,14 @@
 //! and tokentap only, failing on pathologies (40/200 ms plateaus, merged
 //! events, lost or reordered tokens), never on timings.
 
+pub mod accuracy;
 pub mod cells;
 pub mod conn;
 mod report;
 pub mod stats;
+pub mod sweep;
 pub mod systems;
+mod tables;
 
 use crate::sim::{Profile as SimProfile, SimArgs, Simulator};
 use cells::Profile;
@@ -52,9 +55,15 @@ pub struct BenchArgs {
     /// S4: seconds per concurrency per system per round.
     #[arg(long, default_value_t = 3.0)]
     pub s4_seconds: f64,
-    /// Cells to run, comma-separated: s1, s2, s4, s8 (S7 is computed from
-    /// S1 and S2).
-    #[arg(long, value_delimiter = ',', default_value = "s1,s2,s4,s8")]
+    /// S3: seconds per offered rate (the sweep runs in the first round).
+    #[arg(long, default_value_t = 3.0)]
+    pub s3_seconds: f64,
+    /// S5: the largest stream count tried (64, 256, 1024, 2048, 4096).
+    #[arg(long, default_value_t = 4096)]
+    pub s5_max: u32,
+    /// Cells to run, comma-separated: s1, s2, s3, s4, s5, s6, s8 (S7 is
+    /// computed from S1, S2 and S4).
+    #[arg(long, value_delimiter = ',', default_value = "s1,s2,s3,s4,s5,s6,s8")]
     pub cells: Vec<String>,
     /// S8: streams held open (0: skip the memory cell).
     #[arg(long, default_value_t = 1000)]
@@ -93,8 +102,14 @@ pub struct Results {
     /// Per system, one entry per round.
     pub s1: Rows<cells::S1>,
     pub s2: Vec<(StreamCell, Rows<cells::S2>)>,
+    /// Per system, one entry per offered rate (first round).
+    pub s3: Rows<sweep::S3>,
     /// Per system, per round, one entry per concurrency.
     pub s4: Rows<Vec<cells::S4>>,
+    /// Per system, one entry per stream count (first round).
+    pub s5: Rows<sweep::S5>,
+    /// tokentap's record against the client and the simulator.
+    pub s6: Vec<accuracy::S6>,
     pub s8: Vec<(System, cells::S8)>,
     pub pathologies: Vec<String>,
 }
@@ -185,7 +200,10 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<(Results, PathBuf)> {
         s1_rate: Vec::new(),
         s1: Vec::new(),
         s2: cells.iter().map(|c| (*c, Vec::new())).collect(),
+        s3: Vec::new(),
         s4: Vec::new(),
+        s5: Vec::new(),
+        s6: Vec::new(),
         s8: Vec::new(),
         pathologies: Vec::new(),
     };
@@ -229,6 +247,12 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<(Results, PathBuf)> {
         }
         if cell_on("s4") && !args.smoke {
             results.s4.push((r.system, Vec::new()));
+        }
+        if cell_on("s3") && !args.smoke {
+            results.s3.push((r.system, Vec::new()));
+        }
+        if cell_on("s5") && !args.smoke {
+            results.s5.push((r.system, Vec::new()));
         }
         for (_, rows) in &mut results.s2 {
             rows.push((r.system, Vec::new()));
@@ -288,10 +312,16 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<(Results, PathBuf)> {
                 }
                 v.push(points);
             }
+            if round == 0 {
+                sweeps(args, r, &sim, &mut results).await;
+            }
         }
     }
     let systems_run: Vec<System> = running.iter().map(|r| r.system).collect();
     drop(running);
+    if cell_on("s6") && !args.smoke {
+        results.s6 = s6(&sim, &dir, &tokentap, pin).await;
+    }
     if args.memory_streams > 0 && !args.smoke && cell_on("s8") {
         for system in systems_run.into_iter().filter(|s| *s != System::Direct) {
             eprintln!("bench: S8 memory · {system}");
@@ -315,6 +345,87 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<(Results, PathBuf)> {
     )?;
     std::fs::write(dir.join("results.md"), report::markdown(&results))?;
     Ok((results, dir))
+}
+
+/// S3 and S5 for one system (once: sweeps are long, and interleaving
+/// matters less along a curve than for one figure).
+async fn sweeps(
+    args: &BenchArgs,
+    r: &systems::Running,
+    sim: &Arc<Simulator>,
+    results: &mut Results,
+) {
+    let slow = r.system == System::Litellm;
+    if let Some((_, v)) = results.s3.iter_mut().find(|(s, _)| *s == r.system) {
+        let rates: &[f64] = if slow {
+            &sweep::S3_RATES_SLOW
+        } else {
+            &sweep::S3_RATES
+        };
+        for &rate in rates {
+            eprintln!("bench: {} · S3 {rate:.0}/s", r.system);
+            let length = Duration::from_secs_f64(args.s3_seconds);
+            let p = sweep::s3(r.addr, r.pid(), rate, length).await;
+            let stop = p.error_share() > sweep::S3_MAX_ERRORS;
+            v.push(p);
+            if stop {
+                break;
+            }
+        }
+    }
+    if let Some((_, v)) = results.s5.iter_mut().find(|(s, _)| *s == r.system) {
+        for n in sweep::S5_STREAMS.into_iter().filter(|n| *n <= args.s5_max) {
+            eprintln!("bench: {} · S5 {n} streams", r.system);
+            let tag = format!("s5-{:?}-{n}", r.system);
+            let p = sweep::s5(r.addr, r.pid(), sim.clone(), n, &tag).await;
+            // Direct goes on (it is the mock's own ceiling); a system stops
+            // at its first count that loses, stalls or fails.
+            let stop = r.system != System::Direct && !p.delivered();
+            v.push(p);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            if stop {
+                break;
+            }
+        }
+    }
+}
+
+/// S6: a fresh, recording tokentap; the client reads it directly, then
+/// through HAProxy with default buffering.
+async fn s6(
+    sim: &Arc<Simulator>,
+    dir: &std::path::Path,
+    tokentap: &std::path::Path,
+    pin: bool,
+) -> Vec<accuracy::S6> {
+    let log = dir.join("s6-records.jsonl");
+    let tap = match systems::start_recording_tokentap(sim.addr, dir, tokentap, pin, &log) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("bench: S6 skipped: tokentap did not start: {e}");
+            return Vec::new();
+        }
+    };
+    eprintln!("bench: S6 accuracy · client reads tokentap");
+    let mut runs = vec![(
+        "client ← tokentap",
+        accuracy::traffic(tap.addr, sim, &accuracy::mix(true), "s6-direct").await,
+    )];
+    let hostile = systems::haproxy_available()
+        .then(|| systems::start_haproxy_defaults(tap.addr, dir, pin))
+        .and_then(Result::ok);
+    if let Some(h) = &hostile {
+        eprintln!("bench: S6 accuracy · client reads HAProxy (defaults) ← tokentap");
+        runs.push((
+            "client ← HAProxy (defaults) ← tokentap",
+            accuracy::traffic(h.addr, sim, &accuracy::mix(false), "s6-hostile").await,
+        ));
+    }
+    let want = runs.iter().map(|(_, v)| v.len()).sum();
+    let samples = accuracy::read_log(&log, want, Duration::from_secs(10)).await;
+    runs.iter()
+        .map(|(name, streams)| accuracy::compare(name, streams, &samples))
+        .collect()
 }
 
 /// The `tokentap bench` command.

@@ -159,8 +159,17 @@ pub fn markdown(r: &Results) -> String {
         }
     }
 
+    if !r.s3.is_empty() {
+        super::tables::s3(&mut md, r, &systems);
+    }
     if !r.s4.is_empty() {
         s4_table(&mut md, r, &systems);
+    }
+    if !r.s5.is_empty() {
+        super::tables::s5(&mut md, r, &systems);
+    }
+    if !r.s6.is_empty() {
+        super::tables::s6(&mut md, &r.s6);
     }
 
     if let (Some(on), Some(off)) = (

@@ -201,20 +201,17 @@ pub fn start(
     let addr = free_port()?;
     let slug = format!("{system:?}").to_lowercase();
     let log = std::fs::File::create(dir.join(format!("{slug}.log")))?;
-    let (mut cmd, version) = match system {
+    let (cmd, version) = match system {
         System::Tokentap | System::TokentapOff => {
-            let admin = free_port()?;
-            let cfg = dir.join(format!("{slug}.yaml"));
-            std::fs::write(
-                &cfg,
-                format!(
-                    "admin:\n  listen: {admin}\nserver:\n  threads: 1\ntaps:\n  - name: bench\n    boundary: engine\n    listen: {addr}\n    upstream: http://{upstream}\n    measure: {}\n",
-                    system == System::Tokentap
-                ),
-            )?;
-            let mut c = pinned(tokentap, pin);
-            c.args(["run", "--log", "warn", "-c"]).arg(&cfg);
-            (c, format!("tokentap {}", env!("CARGO_PKG_VERSION")))
+            let tap = format!("    measure: {}\n", system == System::Tokentap);
+            tokentap_cmd(
+                &dir.join(format!("{slug}.yaml")),
+                addr,
+                upstream,
+                &tap,
+                tokentap,
+                pin,
+            )?
         }
         System::Nginx => {
             let bin = which(&["nginx"]).ok_or_else(|| std::io::Error::other("no nginx"))?;
@@ -238,9 +235,7 @@ pub fn start(
             let cfg = dir.join(format!("{slug}.cfg"));
             std::fs::write(
                 &cfg,
-                format!(
-                    "global\n  nbthread 1\n  maxconn 8000\ndefaults\n  mode http\n  timeout connect 5s\n  timeout client 600s\n  timeout server 600s\n  http-reuse always\n  option http-no-delay\nfrontend f\n  bind {addr}\n  default_backend b\nbackend b\n  server s1 {upstream}\n"
-                ),
+                haproxy_cfg(addr, upstream, "  option http-no-delay\n"),
             )?;
             let mut c = pinned(&bin, pin);
             c.arg("-f").arg(&cfg);
@@ -265,6 +260,16 @@ pub fn start(
         }
         System::Direct => unreachable_direct()?,
     };
+    launch(system, cmd, addr, log, version)
+}
+
+fn launch(
+    system: System,
+    mut cmd: Command,
+    addr: SocketAddr,
+    log: std::fs::File,
+    version: String,
+) -> std::io::Result<Running> {
     let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::from(log)).spawn()?;
     wait_listening(addr, &mut child, system.name())?;
     Ok(Running {
@@ -273,6 +278,80 @@ pub fn start(
         child: Some(child),
         version,
     })
+}
+
+/// `tokentap run` with one engine tap at `addr` in front of `upstream`;
+/// `tap_extra` are further keys of the tap (indented four spaces).
+fn tokentap_cmd(
+    cfg: &Path,
+    addr: SocketAddr,
+    upstream: SocketAddr,
+    tap_extra: &str,
+    tokentap: &Path,
+    pin: bool,
+) -> std::io::Result<(Command, String)> {
+    let admin = free_port()?;
+    std::fs::write(
+        cfg,
+        format!(
+            "admin:\n  listen: {admin}\nserver:\n  threads: 1\ntaps:\n  - name: bench\n    boundary: engine\n    listen: {addr}\n    upstream: http://{upstream}\n{tap_extra}"
+        ),
+    )?;
+    let mut c = pinned(tokentap, pin);
+    c.args(["run", "--log", "warn", "-c"]).arg(cfg);
+    Ok((c, format!("tokentap {}", env!("CARGO_PKG_VERSION"))))
+}
+
+fn haproxy_cfg(addr: SocketAddr, upstream: SocketAddr, options: &str) -> String {
+    format!(
+        "global\n  nbthread 1\n  maxconn 9000\ndefaults\n  mode http\n  timeout connect 5s\n  timeout client 600s\n  timeout server 600s\n  http-reuse always\n{options}frontend f\n  bind {addr}\n  default_backend b\nbackend b\n  server s1 {upstream}\n"
+    )
+}
+
+/// The accuracy cell's tokentap: measuring, with its record log (one JSON
+/// line per request, the figures S6 compares) at `record_log`.
+pub fn start_recording_tokentap(
+    upstream: SocketAddr,
+    dir: &Path,
+    tokentap: &Path,
+    pin: bool,
+    record_log: &Path,
+) -> std::io::Result<Running> {
+    let addr = free_port()?;
+    let log = std::fs::File::create(dir.join("tokentap-recording.log"))?;
+    let tap = format!("    record_log:\n      path: {}\n", record_log.display());
+    let (cmd, version) = tokentap_cmd(
+        &dir.join("tokentap-recording.yaml"),
+        addr,
+        upstream,
+        &tap,
+        tokentap,
+        pin,
+    )?;
+    launch(System::Tokentap, cmd, addr, log, version)
+}
+
+/// HAProxy as Debian configures nothing: its default buffering (no
+/// `http-no-delay`), which coalesces a stream's events — the accuracy
+/// cell's hostile middlebox between tokentap and the client.
+pub fn start_haproxy_defaults(
+    upstream: SocketAddr,
+    dir: &Path,
+    pin: bool,
+) -> std::io::Result<Running> {
+    let bin = which(&["haproxy"]).ok_or_else(|| std::io::Error::other("no haproxy"))?;
+    let addr = free_port()?;
+    let cfg = dir.join("haproxy-defaults.cfg");
+    std::fs::write(&cfg, haproxy_cfg(addr, upstream, ""))?;
+    let log = std::fs::File::create(dir.join("haproxy-defaults.log"))?;
+    let mut c = pinned(&bin, pin);
+    c.arg("-f").arg(&cfg);
+    launch(System::Haproxy, c, addr, log, version_of(&bin, "-v"))
+}
+
+/// Whether HAProxy is installed (the accuracy cell's hostile variant).
+pub fn haproxy_available() -> bool {
+    which(&["haproxy"]).is_some()
 }
 
 fn unreachable_direct() -> std::io::Result<(Command, String)> {

@@ -1,7 +1,8 @@
 //! The benchmark's smoke variant (`tokentap bench --smoke`): direct and
 //! tokentap, one short round, failing on pathologies only — and a negative
 //! control showing the streaming cell does see merged events and a delay
-//! plateau when a relay introduces them.
+//! plateau when a relay introduces them; the sweeps (S3, S5) and the
+//! accuracy cell (S6) on small loads.
 
 use crate::support::*;
 use std::net::SocketAddr;
@@ -9,6 +10,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 use tokentap::bench::cells::{self, Profile};
+use tokentap::bench::{accuracy, sweep, systems};
 use tokentap::sim::{Profile as SimProfile, SimArgs, Simulator};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -156,4 +158,101 @@ async fn the_closed_loop_cell_counts_every_answered_request() {
     // Every answered request was served (plus the 4 warm-ups).
     assert_eq!(served, r.requests + 4);
     assert!(r.latency.n == r.requests);
+}
+
+fn numbered_sim() -> Arc<Simulator> {
+    Arc::new(
+        Simulator::spawn(&SimArgs {
+            profile: SimProfile {
+                ttft_ms: 0.0,
+                itl_ms: 0.0,
+                numbered: true,
+                ..SimProfile::default()
+            },
+            ..SimArgs::default()
+        })
+        .unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rate_sweep_sends_at_the_offered_rate_and_the_stream_cell_counts_every_event() {
+    let _g = serial().await;
+    let sim = numbered_sim();
+    let r = sweep::s3(sim.addr, None, 400.0, Duration::from_secs(1)).await;
+    println!(
+        "S3 400/s for 1 s: {} answered, {:.0}/s, {} connections, lateness p99 {:.0} µs",
+        r.requests, r.achieved, r.connections, r.lateness.p99
+    );
+    assert_eq!(r.errors, 0, "{r:?}");
+    // Open loop: the count is the schedule's (400 ± the last tick), not
+    // the server's pace.
+    assert!((390..=401).contains(&r.requests), "{r:?}");
+    assert_eq!(r.latency.n, r.requests);
+    let before = sim.truth.all().len();
+    let s = sweep::s5(sim.addr, None, sim.clone(), 32, "it-s5").await;
+    println!(
+        "S5 32 streams: {} completed, delay p99 {:.0} µs, {:.0} events/s",
+        s.completed, s.delay.p99, s.events_per_s
+    );
+    assert!(s.delivered(), "{s:?}");
+    assert_eq!(s.completed, 32);
+    // Every token event matched the simulator's write of it.
+    assert_eq!(s.delay.n, 32 * u64::from(sweep::PACED.events));
+    assert_eq!(sim.truth.all().len() - before, 32);
+}
+
+/// S6 on a real tokentap with its record log: every stream recorded with
+/// the simulator's event count; and the hostile variant is really hostile
+/// (HAProxy's default buffering merges events at the client) while
+/// tokentap's gaps stay on the simulator's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_accuracy_cell_matches_the_record_log_and_sees_a_coalescing_middlebox() {
+    let _g = serial().await;
+    let sim = numbered_sim();
+    let dir = std::env::temp_dir().join(format!("tokentap-it-s6-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("records.jsonl");
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_tokentap"));
+    let tap = systems::start_recording_tokentap(sim.addr, &dir, bin, false, &log).unwrap();
+    let hap = systems::start_haproxy_defaults(tap.addr, &dir, false)
+        .expect("haproxy is installed by scripts/deps.sh");
+    let mix = [(
+        Profile {
+            events: 30,
+            every_ms: 10,
+        },
+        6,
+        Duration::from_millis(10),
+    )];
+    let direct = accuracy::traffic(tap.addr, &sim, &mix, "it-s6-direct").await;
+    let hostile = accuracy::traffic(hap.addr, &sim, &mix, "it-s6-hostile").await;
+    let samples = accuracy::read_log(&log, 12, Duration::from_secs(10)).await;
+    let a = accuracy::compare("direct", &direct, &samples);
+    let b = accuracy::compare("hostile", &hostile, &samples);
+    println!(
+        "S6: direct: ITL error tap p50/p99 {:.0}/{:.0} µs, client {:.2} events/read; hostile: tap p50/p99 {:.0}/{:.0} µs, client ITL p50 {:.0} µs vs truth {:.0} µs, {:.2} events/read",
+        a.itl_error_tap.p50,
+        a.itl_error_tap.p99,
+        a.client_events_per_read,
+        b.itl_error_tap.p50,
+        b.itl_error_tap.p99,
+        b.itl_p50_client,
+        b.itl_p50_truth,
+        b.client_events_per_read
+    );
+    for r in [&a, &b] {
+        assert_eq!((r.streams, r.failed), (6, 0), "{r:?}");
+        assert_eq!(r.recorded, 6, "{r:?}");
+        assert_eq!(r.counts_equal, 6, "{r:?}");
+        assert_eq!(r.itl_error_tap.n, 6 * 29, "{r:?}");
+    }
+    assert!(a.client_events_per_read < 1.01, "{a:?}");
+    // The middlebox merges events at the client ...
+    assert!(b.client_events_per_read > 1.5, "{b:?}");
+    // ... while tokentap's median gap stays the simulator's (a generous
+    // guard: a tap fooled by the merging would see ~0).
+    assert!((b.itl_p50_tap - b.itl_p50_truth).abs() < 2_000.0, "{b:?}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
