@@ -47,10 +47,26 @@ pub fn sse(data: &[u8]) {
 
 /// The dialect classifiers: an event body, a JSON answer, a guardrail verdict.
 pub fn classify(data: &[u8]) {
-    let _ = openai::classify_event(b"", data);
-    let _ = openai::classify_event(b"error", data);
-    let _ = openai::classify_json(data);
+    use crate::decode::dialect::Dialect;
+    for d in [
+        Dialect::OpenAi,
+        Dialect::Responses,
+        Dialect::Anthropic,
+        Dialect::Ollama,
+        Dialect::Tgi,
+    ] {
+        let _ = d.classify_event(b"", data);
+        let _ = d.classify_event(b"error", data);
+        let _ = d.classify_json(data);
+    }
     let _ = verdict::verdict(data);
+    // Usage injection: the request rewrite and the response stripper.
+    let _ = crate::inject::rewrite(data);
+    let mut s = crate::inject::UsageStripper::default();
+    for piece in pieces(data) {
+        let _ = s.filter(piece, false);
+    }
+    let _ = s.filter(b"", true);
 }
 
 /// The request scanner with every hash on (fingerprint, prompt prefixes).
@@ -60,6 +76,7 @@ pub fn request(data: &[u8]) {
         Hashes {
             fingerprint: true,
             prefixes: true,
+            estimate: None,
         },
     );
 }

@@ -21,6 +21,7 @@ pub mod drive;
 pub mod engines;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod inject;
 pub mod limits;
 pub mod metrics;
 pub mod observe;

@@ -72,9 +72,12 @@ pub struct Sample {
     pub input_tokens: Option<u64>,
     #[serde(default)]
     pub output_tokens: Option<u64>,
-    /// `usage` or `events`.
+    /// `usage`, `events` or `estimate`.
     #[serde(default)]
     pub output_source: Option<String>,
+    /// `usage` or `estimate` (absent: no input count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_source: Option<String>,
     #[serde(default)]
     pub cached_tokens: Option<u64>,
     #[serde(default)]
@@ -101,6 +104,16 @@ pub struct Sample {
     pub request_id: Option<String>,
     #[serde(default)]
     pub verdict: Option<String>,
+    /// The API dialect (`openai`, `responses`, `anthropic`, `ollama`,
+    /// `tgi`); absent in lines written before dialects existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialect: Option<String>,
+    /// The engine's own prefill and decode times, when it reports them
+    /// (Ollama's `prompt_eval_duration`, `eval_duration`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_prefill_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_decode_ms: Option<f64>,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -163,6 +176,7 @@ impl Sample {
             input_tokens: r.input_tokens,
             output_tokens: r.output_tokens,
             output_source: r.output_source.map(|s| s.as_str().to_owned()),
+            input_source: r.input_source.map(|s| s.as_str().to_owned()),
             cached_tokens: r.cached_tokens,
             reasoning_tokens: r.reasoning_tokens,
             max_tokens: r.request.max_tokens,
@@ -174,6 +188,15 @@ impl Sample {
             trace_id: r.trace.map(|t| t.trace_id_hex()),
             request_id: r.request_id.clone(),
             verdict: r.verdict.map(|v| v.as_str().to_owned()),
+            dialect: Some(r.dialect.as_str().to_owned()),
+            engine_prefill_ms: r
+                .engine_timing
+                .and_then(|e| e.prefill_ns)
+                .map(|ns| ms(Duration::from_nanos(ns))),
+            engine_decode_ms: r
+                .engine_timing
+                .and_then(|e| e.decode_ns)
+                .map(|ns| ms(Duration::from_nanos(ns))),
         }
     }
 

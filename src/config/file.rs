@@ -289,6 +289,17 @@ pub struct TapFile {
     /// measured or exported) — the baseline that isolates measurement cost.
     #[serde(default = "yes")]
     pub measure: bool,
+    /// The API dialect of every request, whatever its path (default: by
+    /// path; see `decode::dialect`).
+    #[serde(default)]
+    pub dialect: Option<crate::decode::dialect::Dialect>,
+    /// Add `stream_options.include_usage` to streaming OpenAI requests that
+    /// lack it and cut the usage chunk it causes from the client's stream.
+    #[serde(default)]
+    pub inject_usage: bool,
+    /// Count tokens with this tiktoken encoding where no usage reports them.
+    #[serde(default)]
+    pub estimate_tokens: Option<crate::decode::tokens::Encoding>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -117,6 +117,12 @@ pub struct TapConfig {
     pub access_log: Option<f64>,
     /// `false`: pass-through only (no measurement, no record).
     pub measure: bool,
+    /// Read every request in this dialect (`None`: by path).
+    pub dialect: Option<crate::decode::dialect::Dialect>,
+    /// Usage injection (`inject`).
+    pub inject_usage: bool,
+    /// The tokenizer for estimates (`None`: no estimates).
+    pub estimator: Option<crate::decode::tokens::Estimator>,
 }
 
 /// Where a tap forwards to, resolved.
@@ -497,6 +503,9 @@ fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapConfig, Config
         clients,
         record_log: analysis::record_log(key, t.record_log.as_ref(), base)?,
         measure: t.measure,
+        dialect: t.dialect,
+        inject_usage: t.inject_usage,
+        estimator: t.estimate_tokens.map(crate::decode::tokens::Estimator::new),
         access_log: match &t.access_log {
             None => None,
             Some(a) if a.sample > 0.0 && a.sample <= 1.0 => Some(a.sample),

@@ -1,19 +1,30 @@
 //! Pure decoders: bytes in, facts out. No sockets, no pingora types, no clock.
 //!
-//! - `sse`: WHATWG event-stream framing, incremental and capped.
-//! - `openai`: what an OpenAI chat/completions event or JSON body says.
+//! - `sse`: WHATWG event-stream framing, incremental and capped;
+//!   `ndjson`: newline-delimited JSON framing (Ollama).
+//! - `dialect`: which API a path speaks and the dispatch to its classifier:
+//!   `openai` (chat/completions, completions, embeddings), `responses`,
+//!   `anthropic`, `ollama`, `tgi` — each says what one event or JSON body
+//!   says, in the same `EventSummary`.
 //! - `request`: what the client asked for (model, stream, limits).
 //! - `capped`: the capped private copy of a body.
 //!
 //! This module also decides, from the request path and the response headers,
 //! which operation a request is and how its response body is framed.
 
+pub mod anthropic;
 pub mod capped;
+pub mod dialect;
 pub mod fingerprint;
 pub mod inflate;
+pub mod ndjson;
+pub mod ollama;
 pub mod openai;
 pub mod request;
+pub mod responses;
 pub mod sse;
+pub mod tgi;
+pub mod tokens;
 pub mod verdict;
 
 /// The GenAI operation of a request, from its path. Bounded: everything that
@@ -23,26 +34,18 @@ pub mod verdict;
 pub enum Operation {
     /// `/v1/chat/completions` (any prefix).
     Chat,
-    /// `/v1/completions` (any prefix).
+    /// `/v1/completions` (any prefix), Ollama's `/api/generate`, TGI.
     TextCompletion,
+    /// `/v1/embeddings`: no stream, input tokens and E2E.
+    Embeddings,
     Other,
 }
 
 impl Operation {
-    /// Classifies a request path (the query string is ignored).
+    /// Classifies a request path (the query string is ignored); see
+    /// `dialect::route` for the paths of every dialect.
     pub fn from_path(path: &str) -> Self {
-        let path = path
-            .split('?')
-            .next()
-            .unwrap_or_default()
-            .trim_end_matches('/');
-        if path.ends_with("/chat/completions") {
-            Operation::Chat
-        } else if path.ends_with("/completions") {
-            Operation::TextCompletion
-        } else {
-            Operation::Other
-        }
+        dialect::route(path).0
     }
 
     /// The OpenTelemetry `gen_ai.operation.name` value (also the `operation` label).
@@ -50,6 +53,7 @@ impl Operation {
         match self {
             Operation::Chat => "chat",
             Operation::TextCompletion => "text_completion",
+            Operation::Embeddings => "embeddings",
             Operation::Other => "other",
         }
     }
@@ -66,6 +70,8 @@ pub enum BodyKind {
     Sse,
     /// `application/json` (a non-streaming answer).
     Json,
+    /// `application/x-ndjson` (Ollama's streams).
+    Ndjson,
     /// Anything else: forwarded, not decoded.
     Opaque,
 }
@@ -81,6 +87,10 @@ impl BodyKind {
             BodyKind::Sse
         } else if essence.eq_ignore_ascii_case(b"application/json") {
             BodyKind::Json
+        } else if essence.eq_ignore_ascii_case(b"application/x-ndjson")
+            || essence.eq_ignore_ascii_case(b"application/jsonl")
+        {
+            BodyKind::Ndjson
         } else {
             BodyKind::Opaque
         }

@@ -99,6 +99,23 @@ pub struct EventSummary<'a> {
     pub usage: Option<Usage>,
     /// The response `model`, as raw JSON (a quoted string) when present.
     pub model: Option<&'a RawValue>,
+    /// The engine's own account of its time (Ollama's last line).
+    pub engine: Option<EngineTiming>,
+    /// The output text of the first choice that has one (a JSON string,
+    /// still escaped): what a tokenizer estimate counts. Never kept.
+    pub text: Option<&'a RawValue>,
+}
+
+/// Durations an engine reports about a request, in nanoseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineTiming {
+    pub total_ns: Option<u64>,
+    /// Loading the model before the request could run.
+    pub load_ns: Option<u64>,
+    /// Evaluating the prompt (prefill).
+    pub prefill_ns: Option<u64>,
+    /// Generating the output (decode).
+    pub decode_ns: Option<u64>,
 }
 
 /// Which kinds of output an event carried.
@@ -155,10 +172,13 @@ pub fn classify_json(data: &[u8]) -> Result<EventSummary<'_>, Malformed> {
         finish: choices.finish,
         usage,
         model: view.model,
+        engine: None,
+        text: choices.text,
     })
 }
 
-fn summary<'a>(kind: EventKind) -> EventSummary<'a> {
+/// A summary of `kind` that says nothing else (the dialects fill it in).
+pub(crate) fn summary<'a>(kind: EventKind) -> EventSummary<'a> {
     EventSummary {
         kind,
         token_choices: 0,
@@ -167,12 +187,14 @@ fn summary<'a>(kind: EventKind) -> EventSummary<'a> {
         finish: None,
         usage: None,
         model: None,
+        engine: None,
+        text: None,
     }
 }
 
 /// A string value is output when it is a non-empty string (or any non-empty
 /// array, for content given as parts).
-fn is_output(raw: Option<&RawValue>) -> bool {
+pub(crate) fn is_output(raw: Option<&RawValue>) -> bool {
     match raw.map(|r| r.get().trim_ascii()) {
         None | Some("\"\"") | Some("[]") | Some("null") => false,
         Some(_) => true,
@@ -183,16 +205,17 @@ fn is_output(raw: Option<&RawValue>) -> bool {
 struct ChunkView<'a> {
     #[serde(borrow, default)]
     model: Option<&'a RawValue>,
-    #[serde(default)]
-    choices: Option<ChoicesSummary>,
+    #[serde(borrow, default)]
+    choices: Option<ChoicesSummary<'a>>,
     #[serde(default)]
     usage: Option<UsageView>,
     #[serde(default)]
     error: Option<IgnoredAny>,
 }
 
+/// OpenAI's `usage`, also read in Anthropic's spelling.
 #[derive(Deserialize)]
-struct UsageView {
+pub(crate) struct UsageView {
     #[serde(default)]
     prompt_tokens: Option<u64>,
     /// Anthropic-style usage: `input_tokens` counts only the uncached part;
@@ -212,7 +235,7 @@ struct UsageView {
 }
 
 impl UsageView {
-    fn into_usage(self) -> Usage {
+    pub(crate) fn into_usage(self) -> Usage {
         let anthropic_prompt = self.input_tokens.map(|i| {
             i.saturating_add(self.cache_read_input_tokens.unwrap_or(0))
                 .saturating_add(self.cache_creation_input_tokens.unwrap_or(0))
@@ -291,15 +314,21 @@ struct FunctionView<'a> {
 
 /// Folds `choices` element by element, never collecting them.
 #[derive(Default)]
-struct ChoicesSummary {
+struct ChoicesSummary<'a> {
+    text: Option<&'a RawValue>,
     token: u32,
     output: OutputKinds,
     role: bool,
     finish: Option<FinishReason>,
 }
 
-impl ChoicesSummary {
-    fn add(&mut self, c: ChoiceView<'_>) {
+/// The first of these that is output.
+fn first_output<'a>(raws: &[Option<&'a RawValue>]) -> Option<&'a RawValue> {
+    raws.iter().copied().find(|r| is_output(*r)).flatten()
+}
+
+impl<'a> ChoicesSummary<'a> {
+    fn add(&mut self, c: ChoiceView<'a>) {
         if let Some(f) = c.finish_reason {
             self.finish = Some(FinishReason::from_raw(f));
         }
@@ -307,6 +336,13 @@ impl ChoicesSummary {
             content: is_output(c.text),
             ..OutputKinds::default()
         };
+        if self.text.is_none() {
+            self.text = first_output(&[c.text]).or_else(|| {
+                c.delta.as_ref().and_then(|d| {
+                    first_output(&[d.content, d.refusal, d.reasoning_content, d.reasoning])
+                })
+            });
+        }
         if let Some(d) = c.delta {
             out.content |= is_output(d.content) || is_output(d.refusal);
             out.reasoning = is_output(d.reasoning_content) || is_output(d.reasoning);
@@ -322,23 +358,23 @@ impl ChoicesSummary {
     }
 }
 
-impl<'de> Deserialize<'de> for ChoicesSummary {
+impl<'de: 'a, 'a> Deserialize<'de> for ChoicesSummary<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = ChoicesSummary;
+        struct V<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = ChoicesSummary<'a>;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 f.write_str("an array of choices")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 let mut s = ChoicesSummary::default();
-                while let Some(c) = seq.next_element::<ChoiceView<'de>>()? {
+                while let Some(c) = seq.next_element::<ChoiceView<'a>>()? {
                     s.add(c);
                 }
                 Ok(s)
             }
         }
-        d.deserialize_seq(V)
+        d.deserialize_seq(V(PhantomData))
     }
 }
 

@@ -1,9 +1,12 @@
 //! The request side: what a client asked for, read from a capped copy of the
 //! request body once it is complete.
 //!
-//! Owns: `model`, `stream`, `max_tokens` / `max_completion_tokens`,
+//! Owns: `model`, `stream`, the output limit (`max_completion_tokens`,
+//! `max_tokens`, Responses' `max_output_tokens`, Ollama's
+//! `options.num_predict`, TGI's `parameters.max_new_tokens`),
 //! `stream_options.include_usage`, `n`, the number of messages and the size of
-//! the prompt (`messages` or `prompt`, as JSON bytes). Never keeps the prompt
+//! the prompt (`messages`, `prompt`, Responses' `input` or TGI's `inputs`, as
+//! JSON bytes). Never keeps the prompt
 //! text: only sizes and the model name leave this module.
 //!
 //! Does not own: copying the body (that is `CappedBuf`, fed by the proxy
@@ -36,6 +39,8 @@ pub struct RequestInfo {
     pub fingerprint: Option<u64>,
     /// Prompt-prefix fingerprints (1k / 4k / 16k characters), when asked for.
     pub prefixes: PrefixHashes,
+    /// Prompt tokens by the tap's tokenizer, when it has one.
+    pub prompt_tokens_estimate: Option<u64>,
 }
 
 /// Which hashes of the prompt to compute (each costs a full parse of it).
@@ -45,6 +50,8 @@ pub struct Hashes {
     pub fingerprint: bool,
     /// The prefix fingerprints (prefix-cache analysis).
     pub prefixes: bool,
+    /// Count the prompt's tokens with this tokenizer.
+    pub estimate: Option<super::tokens::Estimator>,
 }
 
 /// The body is not a JSON object tokentap can read.
@@ -69,6 +76,26 @@ struct RequestView<'a> {
     messages: Option<&'a RawValue>,
     #[serde(borrow, default)]
     prompt: Option<&'a RawValue>,
+    /// Responses API.
+    #[serde(borrow, default)]
+    input: Option<&'a RawValue>,
+    #[serde(default)]
+    max_output_tokens: Option<u64>,
+    /// TGI.
+    #[serde(borrow, default)]
+    inputs: Option<&'a RawValue>,
+    #[serde(default)]
+    parameters: Option<Limits>,
+    /// Ollama.
+    #[serde(default)]
+    options: Option<Limits>,
+}
+
+/// `parameters` (TGI) or `options` (Ollama): only the output limit.
+#[derive(Deserialize)]
+struct Limits {
+    #[serde(default, alias = "num_predict")]
+    max_new_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -84,7 +111,7 @@ pub fn parse_request(body: &[u8], fingerprint: bool) -> Result<RequestInfo, NotJ
         body,
         Hashes {
             fingerprint,
-            prefixes: false,
+            ..Hashes::default()
         },
     )
 }
@@ -96,11 +123,9 @@ pub fn parse_request_with(body: &[u8], hashes: Hashes) -> Result<RequestInfo, No
         .messages
         .and_then(|raw| serde_json::from_str::<Vec<IgnoredAny>>(raw.get()).ok())
         .map(|m| u32::try_from(m.len()).unwrap_or(u32::MAX));
-    let prompt_bytes = v
-        .messages
-        .or(v.prompt)
-        .map(|raw| u64::try_from(raw.get().len()).unwrap_or(u64::MAX));
-    let parsed = match v.messages.or(v.prompt) {
+    let prompt = v.messages.or(v.prompt).or(v.input).or(v.inputs);
+    let prompt_bytes = prompt.map(|raw| u64::try_from(raw.get().len()).unwrap_or(u64::MAX));
+    let parsed = match prompt {
         Some(raw) if hashes.fingerprint || hashes.prefixes => {
             serde_json::from_str::<serde_json::Value>(raw.get()).ok()
         }
@@ -119,11 +144,17 @@ pub fn parse_request_with(body: &[u8], hashes: Hashes) -> Result<RequestInfo, No
         prefixes,
         model: v.model.map(|m| truncate(&m, MAX_MODEL_BYTES).to_owned()),
         stream: v.stream,
-        max_tokens: v.max_completion_tokens.or(v.max_tokens),
+        max_tokens: v
+            .max_completion_tokens
+            .or(v.max_tokens)
+            .or(v.max_output_tokens)
+            .or(v.parameters.and_then(|p| p.max_new_tokens))
+            .or(v.options.and_then(|o| o.max_new_tokens)),
         include_usage: v.stream_options.and_then(|o| o.include_usage),
         n: v.n,
         messages,
         prompt_bytes,
+        prompt_tokens_estimate: hashes.estimate.and_then(|e| e.prompt(body)),
     })
 }
 
@@ -142,6 +173,32 @@ pub fn truncate(s: &str, max: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_other_dialects_limits_and_prompts() {
+        let responses = parse_request(
+            br#"{"model":"gpt-5","input":"Hi","max_output_tokens":64,"stream":true}"#,
+            false,
+        )
+        .unwrap();
+        assert_eq!(responses.max_tokens, Some(64));
+        assert_eq!(responses.prompt_bytes, Some(4));
+        let tgi = parse_request(
+            br#"{"inputs":"Hello","parameters":{"max_new_tokens":20}}"#,
+            false,
+        )
+        .unwrap();
+        assert_eq!((tgi.max_tokens, tgi.prompt_bytes), (Some(20), Some(7)));
+        let ollama = parse_request(
+            br#"{"model":"llama3.2","messages":[{"role":"user","content":"x"}],"options":{"num_predict":16}}"#,
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            (ollama.max_tokens, ollama.messages, ollama.stream),
+            (Some(16), Some(1), None)
+        );
+    }
 
     #[test]
     fn reads_chat_request() {

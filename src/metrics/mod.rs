@@ -281,6 +281,7 @@ impl Handle {
 struct Resolved {
     model: ModelLabel,
     itl: Handle,
+    itl_per_token: Handle,
     tokens_per_event: Handle,
 }
 
@@ -329,6 +330,7 @@ impl TapSink {
             let labels = [&*tap.tap, tap.boundary, &*model.value, operation];
             Resolved {
                 itl: Handle::new(metrics, &table::ITL, &labels),
+                itl_per_token: Handle::new(metrics, &table::ITL_PER_TOKEN, &labels),
                 tokens_per_event: Handle::new(metrics, &table::TOKENS_PER_EVENT, &labels),
                 model,
             }
@@ -368,6 +370,12 @@ impl TokenSink for TapSink {
         }
         if let Some(n) = ev.tokens {
             r.tokens_per_event.observe(n as f64);
+            if let (Some(gap), true) = (ev.gap, n > 0) {
+                let per_token = gap.as_secs_f64() / n as f64;
+                for _ in 0..n.min(table::ITL_PER_TOKEN_MAX_OBSERVATIONS) {
+                    r.itl_per_token.observe(per_token);
+                }
+            }
         }
         if let Some(o) = self.offsets.as_mut() {
             if o.micros.len() < o.cap {

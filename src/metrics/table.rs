@@ -98,6 +98,9 @@ pub enum Label {
     /// Why tokentap refused a request or connection (the same label name
     /// as `Reason`, other values).
     RejectReason,
+    /// What usage injection did with a request (the same label name as
+    /// `Result`, other values).
+    InjectResult,
 }
 
 impl Label {
@@ -132,7 +135,7 @@ impl Label {
             Label::Cache => "tokentap.cache",
             Label::Figure => "tokentap.figure",
             Label::Engine => "tokentap.engine",
-            Label::ScrapeResult | Label::ReloadResult => "tokentap.result",
+            Label::ScrapeResult | Label::ReloadResult | Label::InjectResult => "tokentap.result",
         }
     }
 
@@ -154,7 +157,9 @@ impl Label {
             Label::Phase | Label::GuardPhase => "phase",
             Label::Hop => "hop",
             Label::Verdict => "verdict",
-            Label::Result | Label::ScrapeResult | Label::ReloadResult => "result",
+            Label::Result | Label::ScrapeResult | Label::ReloadResult | Label::InjectResult => {
+                "result"
+            }
             Label::Signal => "signal",
             Label::Quantile => "percentile",
             Label::Stat => "stat",
@@ -174,11 +179,11 @@ impl Label {
             Label::Tap => "tap names from the config",
             Label::Boundary => "`engine`, `gateway`, `compound`, `guardrail`",
             Label::Model => "requested model (else response model); first `metrics.max_models` distinct values (default 50), then `other`; `unknown` when absent",
-            Label::Operation => "`chat`, `text_completion`, `other`",
+            Label::Operation => "`chat`, `text_completion`, `embeddings`, `other`",
             Label::Stream => "`true`, `false`",
             Label::Outcome => "`ok`, `client_cancelled`, `upstream_error`, `upstream_truncated`, `http_error`, `unmeasured`",
             Label::TokenType => "`input`, `output`",
-            Label::Source => "`usage`, `events`",
+            Label::Source => "`usage`, `events`, `estimate`",
             Label::Reason => "`sse_line_too_long`, `sse_event_too_large`, `invalid_json_event`, `json_body_too_large`, `invalid_json_body`, `compressed_body`, `inflate_failed`, `inflated_too_large`, `decoder_panic`, `request_body_too_large`, `request_not_json`",
             Label::Label => "`model`",
             Label::Version => "tokentap's version",
@@ -200,6 +205,7 @@ impl Label {
             Label::Engine => "engine names from `analysis.engines`",
             Label::ScrapeResult => "`ok`, `error` (engine scrapes)",
             Label::ReloadResult => "`applied`, `unchanged`, `rejected` (config reloads)",
+            Label::InjectResult => "`injected`, `stripped`, `not_streaming`, `already_requested`, `not_json`, `too_large`, `strip_failed` (usage injection)",
             Label::RejectReason => "`header_timeout`, `header_too_large`, `too_many_headers`, `uri_too_long`, `too_many_connections`, `too_many_streams` (refusals)",
         }
     }
@@ -415,12 +421,29 @@ pub const ITL: MetricDef = MetricDef {
     tests: &[Test::ItlDistribution, Test::MemoryPressure],
 };
 
+pub const ITL_PER_TOKEN: MetricDef = MetricDef {
+    name: "tokentap_inter_token_latency_per_token_seconds",
+    otel_name: "tokentap.inter_token_latency_per_token",
+    kind: Kind::Histogram,
+    unit: Unit::Seconds,
+    help: "Per-token inter-token latency when an event's token count is known (continuous usage, or estimate_tokens): the gap before an event divided by the tokens it carries, observed once per token (at most 16 per event). Equals the per-event ITL for engines that send one token per event; lower when an engine sends several (speculative decoding, chunked detokenisation).",
+    labels: PER_MODEL,
+    buckets: ITL_BUCKETS,
+    start: "the tap sees the end of a token-bearing event",
+    end: "the tap sees the end of the next token-bearing event of the same stream",
+    observed: "every gap whose second event's token count is known",
+    tests: &[Test::ItlDistribution],
+};
+
+/// Most observations of `ITL_PER_TOKEN` per event.
+pub const ITL_PER_TOKEN_MAX_OBSERVATIONS: u64 = 16;
+
 pub const TOKENS_PER_EVENT: MetricDef = MetricDef {
     name: "tokentap_tokens_per_event",
     otel_name: "tokentap.tokens_per_event",
     kind: Kind::Histogram,
     unit: Unit::Tokens,
-    help: "Output tokens carried by one token-bearing event, when the stream says (continuous usage).",
+    help: "Output tokens carried by one token-bearing event, when the stream says (continuous usage) or the tap's tokenizer counted them (estimate_tokens).",
     labels: PER_MODEL,
     buckets: TOKENS_PER_EVENT_BUCKETS,
     start: "—",
@@ -483,7 +506,7 @@ pub const OUTPUT_TOKENS: MetricDef = MetricDef {
     otel_name: "tokentap.output_tokens",
     kind: Kind::Counter,
     unit: Unit::Tokens,
-    help: "Output tokens, by source (usage, or counted token-bearing events when the stream has no usage).",
+    help: "Output tokens, by source (usage; estimate: the tap's tokenizer, estimate_tokens, when the stream has no usage; events: counted token-bearing events otherwise).",
     labels: &[L::Tap, L::Boundary, L::Model, L::Operation, L::Source],
     buckets: &[],
     start: "—",
@@ -743,6 +766,7 @@ pub const ALL: &[&MetricDef] = &[
     &REQUEST_DURATION,
     &TOKEN_USAGE,
     &ITL,
+    &ITL_PER_TOKEN,
     &TOKENS_PER_EVENT,
     &REQUESTS,
     &IN_FLIGHT,
@@ -804,6 +828,7 @@ pub const ALL: &[&MetricDef] = &[
     &CONFIG_RESTART_PENDING,
     &REJECTED,
     &CONNECTIONS_OPEN,
+    &USAGE_INJECTION,
 ];
 
 pub const CONFIG_RELOADS: MetricDef = MetricDef {
@@ -926,6 +951,20 @@ pub fn render_markdown() -> String {
     }
     out
 }
+
+pub const USAGE_INJECTION: MetricDef = MetricDef {
+    name: "tokentap_usage_injection_total",
+    otel_name: "tokentap.usage_injection",
+    kind: Kind::Counter,
+    unit: Unit::Requests,
+    help: "Usage injection (taps with inject_usage: true), per eligible request (POST, OpenAI chat/completions or completions, Content-Length at most 64 KiB): injected (stream_options.include_usage added, Content-Length corrected), then stripped when the usage-only chunk it caused was cut from the client's stream; left as is: not_streaming, already_requested, not_json, too_large (a body without Content-Length or over 64 KiB); strip_failed when a response event outgrew the stripper's 1 MiB hold (the client then saw the usage chunk).",
+    labels: &[L::Tap, L::Boundary, L::InjectResult],
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "when the request body has been read (injected or left), and when the response ends (stripped, strip_failed)",
+    tests: &[Test::OutputThroughput],
+};
 
 pub const REJECTED: MetricDef = MetricDef {
     name: "tokentap_rejected_total",

@@ -30,8 +30,15 @@ pub struct RequestCtx {
     pending_request: Option<tokio::task::JoinHandle<Result<RequestInfo, NotJson>>>,
     /// A `traceparent` this tap created, to add to the upstream request.
     pub inject_trace: Option<TraceParent>,
+    /// The request body with `include_usage` added (usage injection).
+    pub injected_body: Option<bytes::Bytes>,
+    /// Cuts the usage chunk the injection caused from the response.
+    pub stripper: Option<crate::inject::UsageStripper>,
     /// The live analyses' in-flight level when this request arrived.
     level: u32,
+    /// Keeps this request's trace open in the correlator while it runs
+    /// (dropped after `logging` submitted the record).
+    open_trace: Option<crate::correlate::OpenTrace>,
     _in_flight: InFlight,
 }
 
@@ -71,7 +78,9 @@ impl RequestCtx {
         let meter = Meter::new(now, wall, settings.config.limits)
             .with_fingerprint(tap.correlator.is_some())
             .with_prefixes(tap.analysis.on())
-            .with_verdict(settings.config.boundary == Boundary::Guardrail);
+            .with_verdict(settings.config.boundary == Boundary::Guardrail)
+            .with_dialect(settings.config.dialect)
+            .with_estimator(settings.config.estimator);
         let measure = settings.config.measure;
         RequestCtx {
             meter,
@@ -82,7 +91,10 @@ impl RequestCtx {
             measure,
             pending_request: None,
             inject_trace: None,
+            injected_body: None,
+            stripper: None,
             level,
+            open_trace: None,
             _in_flight: InFlight(tap.in_flight.clone(), live),
         }
     }
@@ -98,7 +110,7 @@ impl RequestCtx {
 
     /// Reads the request's `traceparent` (or creates one) as the tap's mode
     /// says; a created one is added to the upstream request.
-    pub fn trace(&mut self, header: Option<&[u8]>) {
+    pub fn trace(&mut self, tap: &Tap, header: Option<&[u8]>) {
         let mode = self.settings.config.trace;
         let incoming = match mode {
             TraceMode::Off => None,
@@ -112,6 +124,9 @@ impl RequestCtx {
             }
             (t, _) => t,
         };
+        if let (Some(c), Some(t)) = (&tap.correlator, trace) {
+            self.open_trace = Some(c.open(t.trace_id));
+        }
         self.meter.set_trace(trace, self.inject_trace.is_some());
     }
 

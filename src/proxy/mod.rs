@@ -3,12 +3,15 @@
 //!
 //! The one change toward the upstream is `Accept-Encoding: identity` (on by
 //! default, per tap) so bodies can be read; request bodies are copied (capped)
-//! as they pass, never held. The one change of pingora's own behaviour is the
+//! as they pass, never held — except with usage injection (opt-in per tap,
+//! `crate::inject`), where a small streaming request body is read whole in
+//! `request_filter`, rewritten, and the usage chunk it causes is cut in
+//! `response_body_filter`. The one change of pingora's own behaviour is the
 //! workaround for pingora #935 (an empty final request-body piece from an h2
 //! client would be written as a second chunked terminator).
 //!
 //! Hook order for one request: `new_ctx` (t0) → `early_request_filter`
-//! (path, request id) → `upstream_peer` → `upstream_request_filter` →
+//! (path, request id) → `request_filter` (usage injection) → `upstream_peer` → `upstream_request_filter` →
 //! `request_body_filter`* → `upstream_response_filter` (TTFB) →
 //! `upstream_response_body_filter`* (every chunk: one clock read, decode) →
 //! `logging` (close the record, emit it).
@@ -74,6 +77,42 @@ impl TapProxy {
             .is_some_and(|max| self.tap.in_flight.get() > max as i64);
         over.then_some(RejectReason::TooManyStreams)
     }
+
+    /// Usage injection: reads an eligible request's body whole (pingora
+    /// keeps it in its retry buffer and sends that upstream) and keeps the
+    /// rewritten body for `request_body_filter`.
+    async fn prepare_injection(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
+        use crate::decode::{dialect::Dialect, Operation};
+        let op = ctx.meter.operation();
+        let req = session.req_header();
+        let eligible = req.method == http::Method::POST
+            && ctx.meter.dialect() == Dialect::OpenAi
+            && matches!(op, Operation::Chat | Operation::TextCompletion);
+        if !eligible {
+            return Ok(());
+        }
+        let small = content_length(&req.headers)
+            .is_some_and(|n| n > 0 && n <= crate::inject::MAX_BODY as u64)
+            && req.headers.get(http::header::TRANSFER_ENCODING).is_none();
+        if !small {
+            self.tap.injection("too_large");
+            return Ok(());
+        }
+        session.enable_retry_buffering();
+        while session.read_request_body().await?.is_some() {}
+        let Some(body) = session.get_retry_buffer() else {
+            self.tap.injection("too_large");
+            return Ok(());
+        };
+        match crate::inject::rewrite(&body) {
+            Ok(new) => {
+                ctx.injected_body = Some(Bytes::from(new));
+                self.tap.injection("injected");
+            }
+            Err(skip) => self.tap.injection(skip.as_str()),
+        }
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -107,9 +146,16 @@ impl ProxyHttp for TapProxy {
             .request_head(req.uri.path(), id, content_length(&req.headers));
         ctx.sink
             .set_request_id(id.and_then(|v| std::str::from_utf8(v).ok()));
-        ctx.trace(traceparent);
+        ctx.trace(&self.tap, traceparent);
         ctx.load_context(&self.tap, |name| header(&req.headers, name));
         Ok(())
+    }
+
+    async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        if ctx.measure && ctx.settings.config.inject_usage {
+            self.prepare_injection(session, ctx).await?;
+        }
+        Ok(false)
     }
 
     async fn upstream_peer(
@@ -132,6 +178,9 @@ impl ProxyHttp for TapProxy {
         if let Some(t) = ctx.inject_trace {
             upstream_request.insert_header("traceparent", t.to_string())?;
         }
+        if let Some(b) = &ctx.injected_body {
+            upstream_request.insert_header(http::header::CONTENT_LENGTH, b.len().to_string())?;
+        }
         Ok(())
     }
 
@@ -147,6 +196,12 @@ impl ProxyHttp for TapProxy {
         }
         if ctx.measure {
             ctx.request_body(body.as_deref().unwrap_or_default(), end_of_stream);
+        }
+        // The client's body was measured; the upstream gets the rewritten
+        // one (the whole body arrives here at once, from the retry buffer,
+        // again on a retry).
+        if let Some(new) = &ctx.injected_body {
+            *body = end_of_stream.then(|| new.clone());
         }
         Ok(())
     }
@@ -165,6 +220,16 @@ impl ProxyHttp for TapProxy {
         ctx.sink
             .prepare(ctx.meter.requested_model(), ctx.meter.operation().as_str());
         let h = &resp.headers;
+        let sse = header(h, "content-type").is_some_and(|ct| {
+            crate::decode::BodyKind::from_content_type(ct) == crate::decode::BodyKind::Sse
+        });
+        if ctx.settings.config.inject_usage
+            && ctx.injected_body.is_some()
+            && resp.status.is_success()
+            && sse
+        {
+            ctx.stripper = Some(crate::inject::UsageStripper::default());
+        }
         ctx.meter.response_head(
             now,
             resp.status.as_u16(),
@@ -191,6 +256,36 @@ impl ProxyHttp for TapProxy {
         }
         if end_of_stream {
             ctx.meter.response_end(now);
+        }
+        Ok(None)
+    }
+
+    fn response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<Option<Duration>> {
+        let Some(stripper) = ctx.stripper.as_mut() else {
+            return Ok(None);
+        };
+        let piece = body.as_deref().unwrap_or_default();
+        if let crate::inject::Out::Bytes(b) = stripper.filter(piece, end_of_stream) {
+            *body = (!b.is_empty()).then(|| Bytes::from(b));
+        }
+        if end_of_stream {
+            let result = if stripper.gave_up {
+                "strip_failed"
+            } else if stripper.stripped {
+                "stripped"
+            } else {
+                ""
+            };
+            if !result.is_empty() {
+                self.tap.injection(result);
+            }
+            ctx.stripper = None;
         }
         Ok(None)
     }

@@ -211,6 +211,16 @@ impl Tap {
         self.settings.store(Arc::new(TapSettings::new(config)));
     }
 
+    /// Counts what usage injection did with a request (`result` is one of
+    /// the `InjectResult` label values).
+    pub fn injection(&self, result: &'static str) {
+        self.metrics.add(
+            &crate::metrics::table::USAGE_INJECTION,
+            &[&self.labels.tap, self.labels.boundary, result],
+            1,
+        );
+    }
+
     /// Counts a refused request or connection.
     pub fn rejected(&self, reason: RejectReason) {
         self.metrics.add(

@@ -9,10 +9,13 @@
 
 use super::types::*;
 use crate::decode::capped::CappedBuf;
+use crate::decode::dialect::{self, Dialect};
 use crate::decode::inflate::{Encoding, InflateError, Inflater};
-use crate::decode::openai::{self, EventKind, EventSummary, FinishReason, Usage};
+use crate::decode::ndjson::NdjsonDecoder;
+use crate::decode::openai::{self, EngineTiming, EventKind, EventSummary, FinishReason, Usage};
 use crate::decode::request::{self, RequestInfo, MAX_MODEL_BYTES};
 use crate::decode::sse::{SseDecoder, SseError, SseItem, SseLimits};
+use crate::decode::tokens::Estimator;
 use crate::decode::{verdict, BodyKind, Operation};
 use crate::trace::TraceParent;
 use std::time::{Duration, Instant, SystemTime};
@@ -39,7 +42,8 @@ pub struct TokenEvent<'a> {
     pub since_start: Duration,
     /// Time since the previous token-bearing event (none for the first).
     pub gap: Option<Duration>,
-    /// Tokens in this event, when the stream says (continuous usage).
+    /// Tokens in this event, when the stream says (continuous usage) or
+    /// the tap's tokenizer counted them.
     pub tokens: Option<u64>,
 }
 
@@ -85,6 +89,9 @@ pub struct Meter {
     trace: Option<TraceParent>,
     trace_created: bool,
     operation: Operation,
+    dialect: Dialect,
+    /// The tap's configured dialect, replacing the path's.
+    forced_dialect: Option<Dialect>,
     request_id: Option<String>,
     req_body: CappedBuf,
     request: RequestInfo,
@@ -94,6 +101,7 @@ pub struct Meter {
     t_body_end: Option<Instant>,
     body_kind: BodyKind,
     sse: Option<SseDecoder>,
+    ndjson: Option<NdjsonDecoder>,
     json: Option<CappedBuf>,
     /// For gzip/deflate responses: inflates a copy for the decoders.
     inflater: Option<Inflater>,
@@ -118,12 +126,17 @@ struct StreamState {
     choice_deltas: u64,
     gaps: GapStats,
     usage: Usage,
+    /// Counts output texts when the tap has a tokenizer.
+    estimator: Option<Estimator>,
+    /// Output tokens the tokenizer counted so far.
+    estimated: u64,
     last_completion_tokens: Option<u64>,
     prev_token_had_usage: bool,
     finish: Option<FinishReason>,
     done: bool,
     error_event: bool,
     response_model: Option<String>,
+    engine_timing: Option<EngineTiming>,
     measure_error: Option<MeasureError>,
 }
 
@@ -141,6 +154,8 @@ impl Meter {
             trace: None,
             trace_created: false,
             operation: Operation::Other,
+            dialect: Dialect::OpenAi,
+            forced_dialect: None,
             request_id: None,
             req_body: CappedBuf::new(limits.request_body_bytes),
             request: RequestInfo::default(),
@@ -150,6 +165,7 @@ impl Meter {
             t_body_end: None,
             body_kind: BodyKind::Opaque,
             sse: None,
+            ndjson: None,
             json: None,
             inflater: None,
             response_bytes: 0,
@@ -167,12 +183,15 @@ impl Meter {
                 choice_deltas: 0,
                 gaps: GapStats::default(),
                 usage: Usage::default(),
+                estimator: None,
+                estimated: 0,
                 last_completion_tokens: None,
                 prev_token_had_usage: false,
                 finish: None,
                 done: false,
                 error_event: false,
                 response_model: None,
+                engine_timing: None,
                 measure_error: None,
             },
         }
@@ -194,6 +213,19 @@ impl Meter {
     pub fn set_load_context(&mut self, tenant: Option<String>, in_flight: u32) {
         self.tenant = tenant;
         self.in_flight = in_flight;
+    }
+
+    /// Estimate tokens with this tokenizer where nothing reports them.
+    pub fn with_estimator(mut self, estimator: Option<Estimator>) -> Self {
+        self.hashes.estimate = estimator;
+        self.stream.estimator = estimator;
+        self
+    }
+
+    /// Read every request in this dialect, whatever its path says.
+    pub fn with_dialect(mut self, dialect: Option<Dialect>) -> Self {
+        self.forced_dialect = dialect;
+        self
     }
 
     /// Also read a guardrail verdict from JSON answers of any path.
@@ -221,6 +253,10 @@ impl Meter {
         self.operation
     }
 
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
     /// The requested model, once the request body has been read.
     pub fn requested_model(&self) -> Option<&str> {
         self.request.model.as_deref()
@@ -230,7 +266,7 @@ impl Meter {
     pub fn is_stream(&self) -> bool {
         self.request
             .stream
-            .unwrap_or(self.body_kind == BodyKind::Sse)
+            .unwrap_or(matches!(self.body_kind, BodyKind::Sse | BodyKind::Ndjson))
     }
 
     /// The request line and headers: path, `x-request-id`, `Content-Length`.
@@ -240,7 +276,7 @@ impl Meter {
         request_id: Option<&[u8]>,
         content_length: Option<u64>,
     ) {
-        self.operation = Operation::from_path(path);
+        (self.operation, self.dialect) = dialect::route_with(path, self.forced_dialect);
         self.request_id = request_id
             .filter(|id| id.len() <= MAX_REQUEST_ID && id.iter().all(|b| b.is_ascii_graphic()))
             .and_then(|id| std::str::from_utf8(id).ok())
@@ -277,7 +313,7 @@ impl Meter {
     }
 
     fn inline_parse_bytes(&self) -> usize {
-        if self.hashes.fingerprint || self.hashes.prefixes {
+        if self.hashes.fingerprint || self.hashes.prefixes || self.hashes.estimate.is_some() {
             INLINE_HASH_BYTES
         } else {
             INLINE_PARSE_BYTES
@@ -320,6 +356,9 @@ impl Meter {
         match self.body_kind {
             BodyKind::Opaque => {}
             BodyKind::Sse => self.sse = Some(SseDecoder::new(self.limits.sse)),
+            BodyKind::Ndjson => {
+                self.ndjson = Some(NdjsonDecoder::new(self.limits.sse.max_event_bytes));
+            }
             BodyKind::Json => {
                 let mut buf = CappedBuf::new(self.limits.json_body_bytes);
                 if let Some(len) = content_length {
@@ -338,10 +377,12 @@ impl Meter {
         let ctx = EventCtx {
             at,
             operation: self.operation,
+            dialect: self.dialect,
             requested_model: self.request.model.as_deref(),
         };
         let mut decoders = Decoders {
             sse: &mut self.sse,
+            ndjson: &mut self.ndjson,
             json: &mut self.json,
             stream: &mut self.stream,
         };
@@ -356,6 +397,7 @@ impl Meter {
                     });
                     self.inflater = None;
                     self.sse = None;
+                    self.ndjson = None;
                     self.json = None;
                 }
             }
@@ -365,6 +407,16 @@ impl Meter {
     /// The upstream body ended (the last byte has been seen).
     pub fn response_end(&mut self, at: Instant) {
         self.t_body_end = Some(at);
+        if let Some(dec) = self.ndjson.as_mut() {
+            let ctx = EventCtx {
+                at,
+                operation: self.operation,
+                dialect: self.dialect,
+                requested_model: self.request.model.as_deref(),
+            };
+            let st = &mut self.stream;
+            dec.finish(&mut |line| st.on_line(&ctx, line, &mut ()));
+        }
         if let Some(buf) = self.json.take() {
             match buf.bytes() {
                 None => self.stream.fail(MeasureError::JsonBodyTooLarge),
@@ -373,7 +425,7 @@ impl Meter {
                         self.verdict = Some(verdict::verdict(body));
                     }
                     if self.operation.is_llm() {
-                        match openai::classify_json(body) {
+                        match self.dialect.classify_json(body) {
                             Ok(s) => self.stream.absorb_body(&s),
                             Err(_) => self.stream.fail(MeasureError::InvalidJsonBody),
                         }
@@ -386,6 +438,7 @@ impl Meter {
     /// Stops all decoding after a decoder panicked; the stream flows on.
     pub fn poison(&mut self) {
         self.sse = None;
+        self.ndjson = None;
         self.json = None;
         self.inflater = None;
         self.stream.fail(MeasureError::DecoderPanic);
@@ -401,7 +454,8 @@ impl Meter {
             _ => at,
         };
         let e2e = end_at.saturating_duration_since(self.t0);
-        let is_sse = self.body_kind == BodyKind::Sse && self.operation.is_llm();
+        let is_sse =
+            matches!(self.body_kind, BodyKind::Sse | BodyKind::Ndjson) && self.operation.is_llm();
         let status = self.status.unwrap_or(0);
 
         let (outcome, error_type) = match end {
@@ -432,9 +486,15 @@ impl Meter {
             TransportEnd::Complete => (Outcome::Ok, None),
         };
 
+        let decoded =
+            (self.sse.is_some() || self.ndjson.is_some() || self.body_kind == BodyKind::Json)
+                && st.measure_error.is_none();
         let (output_tokens, output_source) = match st.usage.completion_tokens {
             Some(n) => (Some(n), Some(TokenSource::Usage)),
-            None if self.sse.is_some() && st.measure_error.is_none() => {
+            None if st.estimator.is_some() && decoded && self.operation.is_llm() => {
+                (Some(st.estimated), Some(TokenSource::Estimate))
+            }
+            None if (self.sse.is_some() || self.ndjson.is_some()) && st.measure_error.is_none() => {
                 (Some(st.choice_deltas), Some(TokenSource::Events))
             }
             None => (None, None),
@@ -448,6 +508,15 @@ impl Meter {
             _ => None,
         };
 
+        // Before the request info is moved into the record.
+        let (input_tokens, input_source) = match (
+            self.stream.usage.prompt_tokens,
+            self.request.prompt_tokens_estimate,
+        ) {
+            (Some(n), _) => (Some(n), Some(TokenSource::Usage)),
+            (None, Some(n)) => (Some(n), Some(TokenSource::Estimate)),
+            (None, None) => (None, None),
+        };
         RequestRecord {
             started_at: self.started_at,
             t0: self.t0,
@@ -471,7 +540,8 @@ impl Meter {
             tool_call_events: self.stream.tool_call_events,
             comments: self.stream.comments,
             gaps: self.stream.gaps,
-            input_tokens: self.stream.usage.prompt_tokens,
+            input_tokens,
+            input_source,
             output_tokens,
             output_source,
             cached_tokens: self.stream.usage.cached_tokens,
@@ -489,8 +559,11 @@ impl Meter {
             protocol: match self.body_kind {
                 BodyKind::Sse => Protocol::Sse,
                 BodyKind::Json => Protocol::Json,
+                BodyKind::Ndjson => Protocol::Ndjson,
                 BodyKind::Opaque => Protocol::Other,
             },
+            dialect: self.dialect,
+            engine_timing: self.stream.engine_timing,
             verdict: self.read_verdict.then(|| match outcome {
                 Outcome::Ok | Outcome::Unmeasured => self.verdict.unwrap_or(Verdict::Unknown),
                 _ => Verdict::Error,
@@ -505,15 +578,30 @@ impl StreamState {
     }
 
     fn on_item(&mut self, ctx: &EventCtx<'_>, item: SseItem<'_>, sink: &mut dyn TokenSink) {
-        let at = ctx.at;
         let SseItem::Event { event, data } = item else {
             // Comments (keep-alives) are never events nor tokens.
             self.comments = self.comments.saturating_add(1);
             return;
         };
+        self.on_event(ctx, event, data, sink);
+    }
+
+    /// One NDJSON line: an event without a type.
+    fn on_line(&mut self, ctx: &EventCtx<'_>, line: &[u8], sink: &mut dyn TokenSink) {
+        self.on_event(ctx, b"", line, sink);
+    }
+
+    fn on_event(
+        &mut self,
+        ctx: &EventCtx<'_>,
+        event: &[u8],
+        data: &[u8],
+        sink: &mut dyn TokenSink,
+    ) {
+        let at = ctx.at;
         self.events = self.events.saturating_add(1);
         self.t_first_event.get_or_insert(at);
-        let s = match openai::classify_event(event, data) {
+        let s = match ctx.dialect.classify_event(event, data) {
             Ok(s) => s,
             Err(_) => {
                 self.fail(MeasureError::InvalidJsonEvent);
@@ -542,6 +630,9 @@ impl StreamState {
         if s.kind == EventKind::Error {
             self.error_event = true;
         }
+        if s.engine.is_some() {
+            self.engine_timing = s.engine;
+        }
         if self.response_model.is_none() {
             if let Some(m) = s.model.and_then(openai::raw_str) {
                 self.response_model = Some(request::truncate(&m, MAX_MODEL_BYTES).to_owned());
@@ -556,6 +647,9 @@ impl StreamState {
             self.choice_deltas = self
                 .choice_deltas
                 .saturating_add(u64::from(s.token_choices));
+            if let (Some(e), Some(text)) = (self.estimator, s.text) {
+                self.estimated = self.estimated.saturating_add(e.count_raw(text));
+            }
         }
     }
 
@@ -568,11 +662,20 @@ impl StreamState {
         // Tokens in this event are known from continuous usage only: this
         // event and the previous token event (if any) both carried usage.
         let completion = s.usage.and_then(|u| u.completion_tokens);
+        let counted = match (self.estimator, s.text) {
+            (Some(e), Some(text)) => {
+                // An event that carries output carries at least one token.
+                let n = e.count_raw(text).max(1);
+                self.estimated = self.estimated.saturating_add(n);
+                Some(n)
+            }
+            _ => None,
+        };
         let tokens = match completion {
             Some(now) if self.token_events == 0 || self.prev_token_had_usage => {
                 Some(now.saturating_sub(self.last_completion_tokens.unwrap_or(0)))
             }
-            _ => None,
+            _ => counted,
         };
         self.prev_token_had_usage = completion.is_some();
         if completion.is_some() {
@@ -610,6 +713,7 @@ impl StreamState {
 /// inflater that may be feeding them.
 struct Decoders<'m> {
     sse: &'m mut Option<SseDecoder>,
+    ndjson: &'m mut Option<NdjsonDecoder>,
     json: &'m mut Option<CappedBuf>,
     stream: &'m mut StreamState,
 }
@@ -625,6 +729,15 @@ impl Decoders<'_> {
                 });
                 *self.sse = None;
             }
+        } else if let Some(dec) = self.ndjson.as_mut() {
+            let st = &mut *self.stream;
+            if dec
+                .feed(piece, &mut |line| st.on_line(ctx, line, sink))
+                .is_err()
+            {
+                self.stream.fail(MeasureError::SseEventTooLarge);
+                *self.ndjson = None;
+            }
         } else if let Some(buf) = self.json.as_mut() {
             buf.push(piece);
         }
@@ -635,6 +748,7 @@ impl Decoders<'_> {
 struct EventCtx<'a> {
     at: Instant,
     operation: Operation,
+    dialect: Dialect,
     requested_model: Option<&'a str>,
 }
 
@@ -644,5 +758,7 @@ fn merge(dst: &mut Option<u64>, src: Option<u64>) {
     }
 }
 
+#[cfg(test)]
+mod dialect_tests;
 #[cfg(test)]
 mod tests;

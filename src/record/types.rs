@@ -187,6 +187,8 @@ pub enum TokenSource {
     Usage,
     /// Counted token-bearing choice deltas (no usage in the stream).
     Events,
+    /// Counted by the tap's tokenizer (`estimate_tokens`), no usage.
+    Estimate,
 }
 
 impl TokenSource {
@@ -194,6 +196,7 @@ impl TokenSource {
         match self {
             TokenSource::Usage => "usage",
             TokenSource::Events => "events",
+            TokenSource::Estimate => "estimate",
         }
     }
 }
@@ -278,6 +281,8 @@ pub struct RequestRecord {
     pub comments: u32,
     pub gaps: GapStats,
     pub input_tokens: Option<u64>,
+    /// Where `input_tokens` came from (`usage` or `estimate`).
+    pub input_source: Option<TokenSource>,
     pub output_tokens: Option<u64>,
     pub output_source: Option<TokenSource>,
     pub cached_tokens: Option<u64>,
@@ -303,6 +308,10 @@ pub struct RequestRecord {
     pub in_flight: u32,
     /// How the response body was framed.
     pub protocol: Protocol,
+    /// The API dialect the request was read in.
+    pub dialect: crate::decode::dialect::Dialect,
+    /// The engine's own account of its time, when it gives one (Ollama).
+    pub engine_timing: Option<crate::decode::openai::EngineTiming>,
 }
 
 /// The response's streaming protocol, as the report states it.
@@ -312,6 +321,8 @@ pub enum Protocol {
     Sse,
     /// A JSON body (not streamed).
     Json,
+    /// Newline-delimited JSON (Ollama's streams).
+    Ndjson,
     /// No body tokentap decodes (or no response).
     Other,
 }
@@ -321,6 +332,7 @@ impl Protocol {
         match self {
             Protocol::Sse => "sse",
             Protocol::Json => "json",
+            Protocol::Ndjson => "ndjson",
             Protocol::Other => "none",
         }
     }

@@ -10,7 +10,10 @@
 //! the first token, and the batch size stretches every gap.
 
 use super::profile::{Fault, LineEnding, Profile, Split};
+use crate::decode::dialect::Dialect;
 use crate::decode::Operation;
+
+mod dialects;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -20,6 +23,8 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestSpec {
     pub operation: Operation,
+    /// The API the request spoke (its answer is written in it).
+    pub dialect: Dialect,
     pub stream: bool,
     pub include_usage: bool,
     pub continuous_usage: bool,
@@ -322,6 +327,33 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
             })
             .collect()
     };
+    if req.operation == Operation::Embeddings {
+        let at = (wait + ttft(p, prompt_tokens, cached_tokens)).max(t_head);
+        return dialects::embeddings(b, &model, at, prompt_tokens);
+    }
+    if req.dialect != Dialect::OpenAi {
+        let (mut texts, mut tokens, mut sent) = (Vec::new(), Vec::new(), 0u32);
+        for _ in &times {
+            let k = per_event.min(n_tokens - sent);
+            texts.push(text_of(&mut b.rng, sent, k));
+            tokens.push(k);
+            sent += k;
+        }
+        let shape = dialects::Shape {
+            dialect: req.dialect,
+            stream: req.stream,
+            model,
+            id,
+            t_head,
+            times,
+            texts,
+            tokens,
+            prompt_tokens,
+            cached_tokens,
+            chat: req.operation == Operation::Chat,
+        };
+        return dialects::plan(b, &shape);
+    }
     let chat = req.operation == Operation::Chat;
     let object = if chat {
         "chat.completion.chunk"

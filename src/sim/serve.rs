@@ -15,6 +15,7 @@ use super::profile::{Fault, Profile};
 use super::script::{self, Action, Mark, RequestSpec, Scheduling, Script};
 use super::truth::{Truth, TruthLog};
 use super::wire::{self, Request};
+use crate::decode::dialect::Dialect;
 use crate::decode::{request::parse_request, Operation};
 use serde_json::json;
 use std::io;
@@ -176,7 +177,7 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let path = req.path.split('?').next().unwrap_or_default();
-    let operation = Operation::from_path(path);
+    let (operation, dialect) = crate::decode::dialect::route(path);
     match (req.method.as_str(), operation) {
         ("GET", _) if path == "/v1/models" => {
             let body = json!({"object": "list", "data": [{"id": sim.profile.model, "object": "model", "owned_by": "tokentap-sim"}]});
@@ -192,7 +193,7 @@ where
             write_simple(wr, 200, "{\"status\":\"ok\"}").await?;
             return Ok(After::KeepAlive);
         }
-        ("POST", Operation::Chat | Operation::TextCompletion) => {}
+        ("POST", Operation::Chat | Operation::TextCompletion | Operation::Embeddings) => {}
         ("POST", _) if path.ends_with("/moderations") => {
             return moderation(sim, req, received, rd, wr, buf).await;
         }
@@ -224,9 +225,12 @@ where
         })
         .unwrap_or(false);
     let seq = sim.seq.fetch_add(1, Ordering::Relaxed);
+    // Ollama streams unless told not to; TGI streams on its stream path.
+    let stream_default = dialect == Dialect::Ollama || path.ends_with("/generate_stream");
     let mut spec = RequestSpec {
         operation,
-        stream: info.stream.unwrap_or(false),
+        dialect,
+        stream: info.stream.unwrap_or(stream_default) && operation != Operation::Embeddings,
         include_usage: info.include_usage.unwrap_or(false),
         continuous_usage: continuous,
         max_tokens: info.max_tokens,

@@ -6,6 +6,7 @@ use super::*;
 fn spec(stream: bool) -> RequestSpec {
     RequestSpec {
         operation: Operation::Chat,
+        dialect: crate::decode::dialect::Dialect::OpenAi,
         stream,
         include_usage: true,
         continuous_usage: false,

@@ -1,0 +1,156 @@
+//! Which API dialect a request speaks, and the dispatch from a dialect to
+//! its event classifier. Every classifier answers with the same
+//! `EventSummary`, so the meter times every dialect the same way.
+//!
+//! Chosen by path (the query string ignored, any prefix) and overridable per
+//! tap: `/v1/chat/completions` and `/v1/completions` (OpenAI, also vLLM,
+//! SGLang, llama.cpp, TGI's Messages API), `/v1/responses` (OpenAI
+//! Responses), `/v1/messages` (Anthropic), `/api/chat` and `/api/generate`
+//! (Ollama, NDJSON), `/generate_stream` and `/generate` (TGI),
+//! `/v1/embeddings` (no stream).
+
+use super::openai::{EventSummary, Malformed};
+use super::{anthropic, ollama, openai, responses, tgi, Operation};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dialect {
+    /// OpenAI chat/completions and completions (and embeddings).
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// OpenAI Responses API.
+    Responses,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Ollama's native API (NDJSON streams).
+    Ollama,
+    /// Text Generation Inference's native API.
+    Tgi,
+}
+
+impl Dialect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::OpenAi => "openai",
+            Dialect::Responses => "responses",
+            Dialect::Anthropic => "anthropic",
+            Dialect::Ollama => "ollama",
+            Dialect::Tgi => "tgi",
+        }
+    }
+
+    /// Classifies one stream event (an SSE event's type and data, or one
+    /// NDJSON line with an empty type).
+    pub fn classify_event<'a>(
+        self,
+        event: &[u8],
+        data: &'a [u8],
+    ) -> Result<EventSummary<'a>, Malformed> {
+        match self {
+            Dialect::OpenAi => openai::classify_event(event, data),
+            Dialect::Responses => responses::classify_event(event, data),
+            Dialect::Anthropic => anthropic::classify_event(event, data),
+            Dialect::Ollama => ollama::classify_line(data),
+            Dialect::Tgi => tgi::classify_event(event, data),
+        }
+    }
+
+    /// Classifies a whole non-streaming JSON answer.
+    pub fn classify_json(self, body: &[u8]) -> Result<EventSummary<'_>, Malformed> {
+        match self {
+            Dialect::OpenAi => openai::classify_json(body),
+            Dialect::Responses => responses::classify_json(body),
+            Dialect::Anthropic => anthropic::classify_json(body),
+            Dialect::Ollama => ollama::classify_line(body),
+            Dialect::Tgi => tgi::classify_json(body),
+        }
+    }
+}
+
+/// The operation and dialect of a request path. Paths that are no known
+/// LLM endpoint are `(Other, OpenAi)`: forwarded, counted, never decoded.
+pub fn route(path: &str) -> (Operation, Dialect) {
+    let path = path
+        .split('?')
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches('/');
+    let ends = |suffix: &str| path.ends_with(suffix);
+    if ends("/chat/completions") {
+        (Operation::Chat, Dialect::OpenAi)
+    } else if ends("/completions") {
+        (Operation::TextCompletion, Dialect::OpenAi)
+    } else if ends("/embeddings") {
+        (Operation::Embeddings, Dialect::OpenAi)
+    } else if ends("/responses") {
+        (Operation::Chat, Dialect::Responses)
+    } else if ends("/v1/messages") {
+        (Operation::Chat, Dialect::Anthropic)
+    } else if ends("/api/chat") {
+        (Operation::Chat, Dialect::Ollama)
+    } else if ends("/api/generate") {
+        (Operation::TextCompletion, Dialect::Ollama)
+    } else if ends("/generate_stream") || path == "/generate" || ends("/tgi/generate") {
+        (Operation::TextCompletion, Dialect::Tgi)
+    } else {
+        (Operation::Other, Dialect::OpenAi)
+    }
+}
+
+/// `route`, with a tap's configured dialect (if any) replacing the one the
+/// path suggests; a path that is no known endpoint is then read as `chat`.
+pub fn route_with(path: &str, forced: Option<Dialect>) -> (Operation, Dialect) {
+    let (op, dialect) = route(path);
+    match forced {
+        None => (op, dialect),
+        Some(d) if op == Operation::Other => (Operation::Chat, d),
+        Some(d) => (op, d),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes() {
+        let r = |p| route(p);
+        assert_eq!(
+            r("/v1/chat/completions?x=1"),
+            (Operation::Chat, Dialect::OpenAi)
+        );
+        assert_eq!(
+            r("/v1/completions"),
+            (Operation::TextCompletion, Dialect::OpenAi)
+        );
+        assert_eq!(
+            r("/v1/embeddings"),
+            (Operation::Embeddings, Dialect::OpenAi)
+        );
+        assert_eq!(r("/v1/responses"), (Operation::Chat, Dialect::Responses));
+        assert_eq!(
+            r("/anthropic/v1/messages/"),
+            (Operation::Chat, Dialect::Anthropic)
+        );
+        assert_eq!(r("/api/chat"), (Operation::Chat, Dialect::Ollama));
+        assert_eq!(
+            r("/api/generate"),
+            (Operation::TextCompletion, Dialect::Ollama)
+        );
+        assert_eq!(
+            r("/generate_stream"),
+            (Operation::TextCompletion, Dialect::Tgi)
+        );
+        assert_eq!(r("/generate"), (Operation::TextCompletion, Dialect::Tgi));
+        assert_eq!(r("/v1/models"), (Operation::Other, Dialect::OpenAi));
+        assert_eq!(r("/api/tags"), (Operation::Other, Dialect::OpenAi));
+        assert_eq!(
+            route_with("/chat", Some(Dialect::Anthropic)),
+            (Operation::Chat, Dialect::Anthropic)
+        );
+        assert_eq!(
+            route_with("/v1/completions", Some(Dialect::Tgi)),
+            (Operation::TextCompletion, Dialect::Tgi)
+        );
+    }
+}
