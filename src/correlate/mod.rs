@@ -13,5 +13,5 @@ pub mod store;
 pub mod types;
 
 pub use crate::record::Verdict;
-pub use store::{AttributionSink, CorrelationConfig, Correlator, Joined};
+pub use store::{AttributionSink, CorrelationConfig, Correlator, Joined, OpenTrace};
 pub use types::*;

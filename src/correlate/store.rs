@@ -1,6 +1,8 @@
 //! The correlator: collects the records of every tap in this process, groups
-//! them by trace id, lets each group settle (no new record for `settle`),
-//! then resolves it and reports the result.
+//! them by trace id, lets each group settle (no new record for `settle`, and
+//! no request of that trace still in flight at any tap — an input guardrail
+//! call ends long before the stream it guards), then resolves it and
+//! reports the result.
 //!
 //! Records without a trace id wait as *loose* records until they settle;
 //! then a loose record joins the one group (trace group or other loose
@@ -102,6 +104,31 @@ struct State {
     groups: HashMap<Key, Group>,
     loose: Vec<Loose>,
     next_key: u64,
+    /// Requests in flight per trace id, at every tap (at most one entry per
+    /// request in flight: bounded by the taps' own limits).
+    open: HashMap<[u8; 16], u32>,
+}
+
+/// Holds a trace open in the correlator while its request is in flight
+/// (`Correlator::open`); closes it when dropped, however the request ended.
+pub struct OpenTrace {
+    correlator: Weak<Correlator>,
+    trace_id: [u8; 16],
+}
+
+impl Drop for OpenTrace {
+    fn drop(&mut self) {
+        if let Some(c) = self.correlator.upgrade() {
+            if let Ok(mut st) = c.state.lock() {
+                if let Some(n) = st.open.get_mut(&self.trace_id) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        st.open.remove(&self.trace_id);
+                    }
+                }
+            }
+        }
+    }
 }
 
 pub struct Correlator {
@@ -144,6 +171,18 @@ impl Correlator {
             for s in &self.sinks {
                 s.counted(result, n);
             }
+        }
+    }
+
+    /// A request of this trace started at some tap: its group does not
+    /// settle before the returned guard is dropped (or `max_age` passes).
+    pub fn open(self: &Arc<Self>, trace_id: [u8; 16]) -> OpenTrace {
+        if let Ok(mut st) = self.state.lock() {
+            *st.open.entry(trace_id).or_insert(0) += 1;
+        }
+        OpenTrace {
+            correlator: Arc::downgrade(self),
+            trace_id,
         }
     }
 
@@ -247,10 +286,11 @@ impl Correlator {
                 }
             }
             let old = |t: Instant| now.saturating_duration_since(t) >= self.config.max_age;
+            let in_flight = |k: &Key| matches!(k, Key::Trace(t) if st.open.contains_key(t));
             let ready: Vec<Key> = st
                 .groups
                 .iter()
-                .filter(|(_, g)| settled(g.last) || old(g.first))
+                .filter(|(k, g)| (settled(g.last) && !in_flight(k)) || old(g.first))
                 .map(|(k, _)| *k)
                 .collect();
             for k in ready {

@@ -114,6 +114,50 @@ fn trace_groups_resolve_after_they_settle() {
     assert_eq!(c.pending(), 0);
 }
 
+/// An input guardrail call ends long before the stream it guards: its
+/// group waits while a request of the same trace is still in flight
+/// anywhere, then joins the stream's records.
+#[test]
+fn a_group_waits_for_requests_of_its_trace_still_in_flight() {
+    let (c, sink, b) = setup();
+    let t = TraceParent::generate();
+    let gw = c.open(t.trace_id);
+    let engine = c.open(t.trace_id);
+    let guard = c.open(t.trace_id);
+    let mut g = rec(b, "guard", Boundary::Guardrail, 5, 30, Some(t), None);
+    g.hop = Some(Arc::from("llama-guard"));
+    c.submit(g, b + ms(30));
+    drop(guard);
+    // Ten settle periods later, the stream is still running.
+    c.sweep(b + ms(1_000));
+    assert_eq!(sink.count("unjoined"), 0, "settled while in flight");
+    assert_eq!(c.pending(), 1);
+    c.submit(
+        rec(b, "engine", Boundary::Engine, 40, 2_000, Some(t), None),
+        b + ms(2_000),
+    );
+    drop(engine);
+    c.submit(
+        rec(b, "gw", Boundary::Gateway, 0, 2_010, Some(t), None),
+        b + ms(2_010),
+    );
+    drop(gw);
+    c.sweep(b + ms(2_200));
+    assert_eq!(sink.count("joined_trace"), 3);
+    assert_eq!(sink.count("unjoined"), 0);
+    assert_eq!(c.pending(), 0);
+    // The max age still bounds a trace that never closes.
+    let (c, sink, b) = setup();
+    let t = TraceParent::generate();
+    let _open = c.open(t.trace_id);
+    c.submit(
+        rec(b, "guard", Boundary::Guardrail, 0, 10, Some(t), None),
+        b + ms(10),
+    );
+    c.sweep(b + CFG.max_age + ms(20));
+    assert_eq!(sink.count("unjoined"), 1);
+}
+
 #[test]
 fn a_loose_record_joins_its_trace_group_by_fingerprint() {
     let (c, sink, b) = setup();
