@@ -81,10 +81,13 @@ impl Engine {
             "# HELP vllm:kv_cache_usage_perc KV-cache usage. 1 means 100 percent usage.\n\
              # TYPE vllm:kv_cache_usage_perc gauge\n\
              vllm:kv_cache_usage_perc{{model_name=\"{m}\"}} {usage}\n\
+             # HELP vllm:num_requests_running Number of requests in model execution batches.\n\
              # TYPE vllm:num_requests_running gauge\n\
              vllm:num_requests_running{{model_name=\"{m}\"}} {}\n\
+             # HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n\
              # TYPE vllm:num_requests_waiting gauge\n\
              vllm:num_requests_waiting{{model_name=\"{m}\"}} {}\n\
+             # HELP vllm:num_preemptions_total Cumulative number of preemptions from the engine.\n\
              # TYPE vllm:num_preemptions_total counter\n\
              vllm:num_preemptions_total{{model_name=\"{m}\"}} 0\n",
             a.running(),

@@ -2,7 +2,9 @@
 //! stack and the attribution tests.
 //!
 //! For each request it waits a processing delay, calls N input guardrails
-//! (`POST /v1/moderations`) in parallel, forwards the request to the engine
+//! (`POST /v1/moderations`, with the last user message) in parallel, forwards
+//! the request (and its `authorization`, `x-tenant`, `x-request-id`,
+//! `traceparent` and `x-sim` headers) to the engine
 //! and relays the answer chunk by chunk after a per-chunk delay — or buffers
 //! the whole answer and calls an output guardrail before releasing it. It
 //! passes `traceparent` on (or strips it, to exercise fingerprint joins) and
@@ -182,6 +184,14 @@ async fn connection(s: TcpStream, cfg: Arc<GatewayConfig>, truth: Truths) -> io:
     let (mut rd, mut wr) = tokio::io::split(s);
     let mut buf = Vec::new();
     while let Some(req) = wire::read_request(&mut rd, &mut buf).await? {
+        if req.path == "/healthz" {
+            wr.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                .await?;
+            if req.close {
+                return Ok(());
+            }
+            continue;
+        }
         let t = handle(&cfg, &req, &mut wr).await?;
         {
             let mut truth = truth.lock().unwrap_or_else(|e| e.into_inner());
@@ -204,6 +214,24 @@ async fn resolve(authority: &str) -> io::Result<SocketAddr> {
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{authority}: no address")))
 }
 
+/// The text of the last user message of a chat request (what an input
+/// guardrail reads), or a placeholder.
+fn last_user_text(body: &[u8]) -> String {
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    v.get("messages")
+        .and_then(|m| m.as_array())
+        .and_then(|m| {
+            m.iter()
+                .rev()
+                .find(|x| x.get("role").and_then(|r| r.as_str()) == Some("user"))
+        })
+        .and_then(|m| m.get("content"))
+        .and_then(|c| c.as_str())
+        .or_else(|| v.get("prompt").and_then(|p| p.as_str()))
+        .unwrap_or("user input")
+        .to_string()
+}
+
 async fn guard_call(
     guard: &str,
     trace: Option<&str>,
@@ -212,7 +240,10 @@ async fn guard_call(
 ) -> io::Result<(Instant, Instant)> {
     let addr = resolve(guard).await?;
     let body = serde_json::json!({ "input": input }).to_string();
-    let mut h = vec![("content-type", "application/json"), ("x-request-id", id)];
+    let mut h = vec![("content-type", "application/json")];
+    if !id.is_empty() {
+        h.push(("x-request-id", id));
+    }
     if let Some(t) = trace {
         h.push(("traceparent", t));
     }
@@ -251,22 +282,27 @@ async fn handle(
     tokio::time::sleep(cfg.processing).await;
     let mut input_guards = Vec::new();
     if let Some(g) = &cfg.guard {
+        let input = last_user_text(&req.body);
         let mut set = tokio::task::JoinSet::new();
         for _ in 0..cfg.input_guards {
-            let (g, trace, id) = (g.clone(), trace.clone(), id.clone());
-            set.spawn(async move { guard_call(&g, trace.as_deref(), &id, "user input").await });
+            let (g, trace, id, input) = (g.clone(), trace.clone(), id.clone(), input.clone());
+            set.spawn(async move { guard_call(&g, trace.as_deref(), &id, &input).await });
         }
         while let Some(iv) = set.join_next().await {
             input_guards.push(iv.map_err(io::Error::other)??);
         }
     }
-    let mut headers: Vec<(&str, &str)> =
-        vec![("content-type", "application/json"), ("x-request-id", &id)];
+    let mut headers: Vec<(&str, &str)> = vec![("content-type", "application/json")];
+    if !id.is_empty() {
+        headers.push(("x-request-id", &id));
+    }
     if let Some(t) = &trace {
         headers.push(("traceparent", t));
     }
-    if let Some(x) = req.header_str("x-sim") {
-        headers.push(("x-sim", x));
+    for name in ["x-sim", "authorization", "x-tenant"] {
+        if let Some(v) = req.header_str(name) {
+            headers.push((name, v));
+        }
     }
     let engine_addr = resolve(&cfg.engine).await?;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Piece>();
@@ -348,6 +384,14 @@ async fn handle(
 #[cfg(test)]
 mod tests {
     use super::authority;
+
+    #[test]
+    fn guardrails_read_the_last_user_message() {
+        let body = br#"{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"},{"role":"user","content":"flag-me please"}]}"#;
+        assert_eq!(super::last_user_text(body), "flag-me please");
+        assert_eq!(super::last_user_text(br#"{"prompt":"p"}"#), "p");
+        assert_eq!(super::last_user_text(b"nope"), "user input");
+    }
 
     #[test]
     fn authorities() {
