@@ -50,11 +50,16 @@ pub struct S6 {
     pub client_events_per_read: f64,
 }
 
-/// The traffic of one variant: (profile, streams, started over). The
-/// paced batch stays within every proxy's S5 ceiling here: accuracy under
-/// overload is queueing, which S5 shows.
-pub fn mix(with_paced: bool) -> Vec<(Profile, u32, Duration)> {
-    let mut m = vec![
+/// 256 streams of S5's pacing started over one second: many streams at
+/// once, within every proxy's S5 ceiling here (accuracy under overload is
+/// queueing, which S5 shows).
+pub fn paced() -> Vec<(Profile, u32, Duration)> {
+    vec![(PACED, 256, Duration::from_secs(1))]
+}
+
+/// The S2 profiles: 16 streams of 64 × 20 ms and 16 of 256 × 5 ms.
+pub fn mix() -> Vec<(Profile, u32, Duration)> {
+    vec![
         (
             Profile {
                 events: 64,
@@ -71,11 +76,7 @@ pub fn mix(with_paced: bool) -> Vec<(Profile, u32, Duration)> {
             16,
             Duration::from_millis(5),
         ),
-    ];
-    if with_paced {
-        m.push((PACED, 256, Duration::from_secs(1)));
-    }
-    m
+    ]
 }
 
 /// Runs the mix through `addr` and returns (request id, stream) pairs.

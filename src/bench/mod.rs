@@ -407,18 +407,24 @@ async fn s6(
         }
     };
     eprintln!("bench: S6 accuracy · client reads tokentap");
-    let mut runs = vec![(
-        "client ← tokentap",
-        accuracy::traffic(tap.addr, sim, &accuracy::mix(true), "s6-direct").await,
-    )];
+    let mut runs = vec![
+        (
+            "client ← tokentap · S2 profiles (32 streams)",
+            accuracy::traffic(tap.addr, sim, &accuracy::mix(), "s6-direct").await,
+        ),
+        (
+            "client ← tokentap · 256 paced streams at once",
+            accuracy::traffic(tap.addr, sim, &accuracy::paced(), "s6-paced").await,
+        ),
+    ];
     let hostile = systems::haproxy_available()
         .then(|| systems::start_haproxy_defaults(tap.addr, dir, pin))
         .and_then(Result::ok);
     if let Some(h) = &hostile {
         eprintln!("bench: S6 accuracy · client reads HAProxy (defaults) ← tokentap");
         runs.push((
-            "client ← HAProxy (defaults) ← tokentap",
-            accuracy::traffic(h.addr, sim, &accuracy::mix(false), "s6-hostile").await,
+            "client ← HAProxy (defaults) ← tokentap · S2 profiles",
+            accuracy::traffic(h.addr, sim, &accuracy::mix(), "s6-hostile").await,
         ));
     }
     let want = runs.iter().map(|(_, v)| v.len()).sum();

@@ -65,7 +65,7 @@ pub fn s3(md: &mut String, r: &Results, systems: &[System]) {
                 us(p.latency.p99)
             );
         }
-        let best = v.iter().filter(|p| held(p)).last();
+        let best = v.iter().rev().find(|p| held(p));
         let _ = writeln!(
             md,
             "{row} {} | {} |",
@@ -120,11 +120,25 @@ pub fn s5(md: &mut String, r: &Results, systems: &[System]) {
             };
             let added = direct
                 .and_then(|d| d.iter().find(|x| x.streams == *n))
-                .filter(|_| *s != System::Direct)
+                .filter(|_| *s != System::Direct && p.delay.n > 0)
                 .map(|d| format!(" ({})", us(p.delay.p99 - d.delay.p99)))
                 .unwrap_or_default();
-            let bad = if p.delivered() { "" } else { " ✗" };
-            let _ = write!(row, " {}{added}{bad} |", us(p.delay.p99));
+            let bad = if p.delivered() {
+                String::new()
+            } else {
+                format!(
+                    " ✗ ({} failed, {} lost, {} stalled)",
+                    p.failed, p.tokens_lost, p.stalled
+                )
+            };
+            // Events matched to the simulator's writes (LiteLLM drops the
+            // request id, so its events cannot be).
+            let delay = if p.delay.n == 0 {
+                "n/a".to_string()
+            } else {
+                us(p.delay.p99)
+            };
+            let _ = write!(row, " {delay}{added}{bad} |");
         }
         let c = ceiling(v, direct, *s == System::Direct);
         let label = match (c, mock) {
