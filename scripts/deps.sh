@@ -4,6 +4,7 @@
 #   promtool   `promtool check metrics` in the tests (Debian/Ubuntu: package prometheus)
 #   nginx      a real gateway hop between two taps in the attribution tests
 #   haproxy    the coalescing middlebox of the benchmark's accuracy-cell test
+#   docker-compose  validates docker-compose.yml (`config -q` needs no engine)
 #   chromium   headless check that the HTML report opens without console errors
 #   .venv      the official `openai` Python client for the real-client test (pip)
 #   cargo-deny licenses, bans and sources of the dependency tree (cargo install)
@@ -16,6 +17,7 @@ command -v cmake >/dev/null 2>&1 || apt_packages+=(cmake)
 command -v promtool >/dev/null 2>&1 || apt_packages+=(prometheus)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_packages+=(nginx-light)
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || apt_packages+=(haproxy)
+command -v docker-compose >/dev/null 2>&1 || apt_packages+=(docker-compose)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || apt_packages+=(chromium)
 if [ "${#apt_packages[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
@@ -31,7 +33,7 @@ if [ "${#apt_packages[@]}" -gt 0 ]; then
       fi
     done
   else
-    echo "deps: please install: ${apt_packages[*]} (cmake for the build; promtool from Prometheus, nginx, haproxy and chromium for the tests)" >&2
+    echo "deps: please install: ${apt_packages[*]} (cmake for the build; promtool from Prometheus, nginx, haproxy, docker-compose and chromium for the tests)" >&2
     exit 1
   fi
 fi

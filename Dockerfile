@@ -1,0 +1,47 @@
+# syntax=docker/dockerfile:1
+# tokentap: the measuring proxy — and, in the compose demo, the simulated
+# engine (`tokentap sim`), the reference gateway (`tokentap gateway`) and the
+# traffic driver (`tokentap drive`): one binary, one image.
+#
+#   docker build -t tokentap .
+#   docker run --rm -v $PWD/config/compose.yaml:/etc/tokentap/config.yaml:ro tokentap
+
+# rust-version in Cargo.toml is the crate's own floor; Cargo.lock needs 1.95
+# (parking_lot 0.13 via pingora-lru), the toolchain the project builds with.
+FROM rust:1.95-bookworm AS build
+# cmake: pingora's zlib-ng build.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends cmake \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+# Dependencies first, so that a source change does not fetch them again
+# (cargo reads every target of the manifest, hence the empty stand-ins).
+COPY Cargo.toml Cargo.lock ./
+RUN mkdir -p src benches \
+ && echo 'fn main() {}' > src/main.rs && touch src/lib.rs benches/hot_path.rs \
+ && cargo fetch --locked \
+ && rm -rf src benches
+COPY src ./src
+# Declared as a [[bench]] target in Cargo.toml: cargo wants the file present.
+COPY benches ./benches
+RUN cargo build --release --locked --bin tokentap \
+ && strip --strip-debug target/release/tokentap \
+ && ./target/release/tokentap --version
+
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && groupadd --system --gid 10001 tokentap \
+ && useradd --system --uid 10001 --gid tokentap --no-create-home --shell /usr/sbin/nologin tokentap
+COPY --from=build /src/target/release/tokentap /usr/local/bin/tokentap
+USER 10001:10001
+# Taps (as configured; 8080 by convention) and the admin listener
+# (/metrics, /healthz, /readyz, /report).
+EXPOSE 8080 9464
+# `tokentap health` GETs http://127.0.0.1:9464/readyz: exit 0 on 2xx (no curl
+# in the image). Other subcommands (sim, gateway, drive) override or disable it.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["tokentap", "health"]
+ENTRYPOINT ["tokentap"]
+CMD ["run", "--config", "/etc/tokentap/config.yaml"]
