@@ -21,6 +21,17 @@ use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+/// Every value of the `result` label of `tokentap_usage_injection_total`.
+pub const RESULTS: [&str; 7] = [
+    "injected",
+    "stripped",
+    "not_streaming",
+    "already_requested",
+    "not_json",
+    "too_large",
+    "strip_failed",
+];
+
 /// Why a request was left as it was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Skip {

@@ -147,6 +147,11 @@ impl Metrics {
                 c.with_label_values(&[&*tap.tap, tap.boundary, reason.as_str()]);
             }
         }
+        if let Some(c) = self.prom.counter(&table::USAGE_INJECTION) {
+            for result in crate::inject::RESULTS {
+                c.with_label_values(&[&*tap.tap, tap.boundary, result]);
+            }
+        }
         self.tap_gauge(&table::IN_FLIGHT, tap)
     }
 

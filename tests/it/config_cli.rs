@@ -33,6 +33,11 @@ fn every_config_file_validates() {
         if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
             continue;
         }
+        // The compose stack's config names compose services as hosts; it::
+        // dashboards validates it with them on loopback.
+        if path.file_name().is_some_and(|f| f == "compose.yaml") {
+            continue;
+        }
         Config::load(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let out = bin().arg("validate").arg("-c").arg(&path).output().unwrap();
         assert!(out.status.success(), "{}: {}", path.display(), text(&out));
