@@ -5,7 +5,7 @@
 //! terminator seen (outcome ok), and the record says which dialect it read.
 
 use crate::support::*;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokentap::client;
 use tokentap::decode::dialect::Dialect;
 use tokentap::record::{Outcome, Protocol, TokenSource};
@@ -151,6 +151,7 @@ async fn dialect_pass(attempt: u64) -> Vec<String> {
     let tap = Tap::start(&format!("http://{}", behind.addr), "");
     let mut over = Vec::new();
     let mut worst = Duration::ZERO;
+    let mut worst_gap = Duration::ZERO;
     for stream in [true, false] {
         for (name, path, body, dialect, protocol) in cases(stream) {
             let id = format!("acc-{attempt}-{name}-{stream}");
@@ -198,6 +199,14 @@ async fn dialect_pass(attempt: u64) -> Vec<String> {
                 if err > Duration::from_millis(1) {
                     over.push(format!("{id} token {k}: {:.3} ms", ms(err)));
                 }
+                // The gap tokentap recorded against the simulator's.
+                if let (Some(gap), Some(prev)) = (ev.gap, k.checked_sub(1).map(|p| sends[p])) {
+                    let err = diff(Instant::now() + gap, Instant::now() + (*send - prev));
+                    worst_gap = worst_gap.max(err);
+                    if err > Duration::from_millis(1) {
+                        over.push(format!("{id} gap {k}: {:.3} ms", ms(err)));
+                    }
+                }
             }
             let t0 = seen[0].at - seen[0].since_start;
             assert_eq!(r.ttft, Some(seen[0].since_start), "{id}");
@@ -205,8 +214,9 @@ async fn dialect_pass(attempt: u64) -> Vec<String> {
         }
     }
     println!(
-        "dialects: worst token event vs the simulator's send {:.3} ms",
-        ms(worst)
+        "dialects: worst token event vs the simulator's send {:.3} ms, worst gap {:.3} ms",
+        ms(worst),
+        ms(worst_gap)
     );
     over
 }
