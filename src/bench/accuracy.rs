@@ -6,10 +6,9 @@
 //! of the gaps collapses there while tokentap's must stay on the truth.
 
 use super::cells::{one_stream, Profile, Stream};
-use super::stats::{Dist, Hist};
+use super::stats::{median, Dist, Hist};
 use super::sweep::PACED;
 use crate::analysis::sample::Sample;
-use crate::analysis::stats::quantile_unchecked;
 use crate::sim::Simulator;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -139,11 +138,6 @@ fn signed_us(a: Instant, b: Instant) -> f64 {
     }
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    quantile_unchecked(v, 0.5).unwrap_or(f64::NAN)
-}
-
 fn abs_hist(v: &[f64], centre: f64) -> Dist {
     let mut h = Hist::default();
     for x in v {
@@ -222,15 +216,15 @@ pub fn compare(
         }
         gaps_truth.extend(truth_gaps);
     }
-    r.ttft_client_bias = median(&mut ttft_client);
+    r.ttft_client_bias = median(ttft_client.clone());
     r.ttft_client_error = abs_hist(&ttft_client, r.ttft_client_bias);
-    r.ttft_truth_bias = median(&mut ttft_truth);
+    r.ttft_truth_bias = median(ttft_truth.clone());
     r.ttft_truth_error = abs_hist(&ttft_truth, r.ttft_truth_bias);
     r.itl_error_tap = err_tap.dist();
     r.itl_error_client = err_client.dist();
-    r.itl_p50_truth = median(&mut gaps_truth);
-    r.itl_p50_tap = median(&mut gaps_tap);
-    r.itl_p50_client = median(&mut gaps_client);
+    r.itl_p50_truth = median(gaps_truth);
+    r.itl_p50_tap = median(gaps_tap);
+    r.itl_p50_client = median(gaps_client);
     r.client_events_per_read = if token_reads == 0 {
         f64::NAN
     } else {

@@ -8,7 +8,7 @@ use super::systems::System;
 use super::Results;
 use std::fmt::Write as _;
 
-fn rounds_of<T>(rows: &[(System, Vec<T>)], system: System) -> Option<&Vec<T>> {
+pub(super) fn rounds_of<T>(rows: &[(System, Vec<T>)], system: System) -> Option<&Vec<T>> {
     rows.iter().find(|(s, _)| *s == system).map(|(_, v)| v)
 }
 
@@ -29,7 +29,7 @@ fn sum<T>(rows: &[(System, Vec<T>)], system: System, f: impl Fn(&T) -> u64) -> u
     rounds_of(rows, system).map_or(0, |v| v.iter().map(f).sum())
 }
 
-fn us(x: f64) -> String {
+pub(super) fn us(x: f64) -> String {
     if x.is_nan() {
         "—".into()
     } else if x.abs() >= 10_000.0 {

@@ -2,24 +2,11 @@
 //! per-round cells are in `report.rs`.
 
 use super::accuracy::S6;
+use super::report::{rounds_of as of, us};
 use super::sweep::{S3, S3_MAX_ERRORS, S5};
 use super::systems::System;
 use super::Results;
 use std::fmt::Write as _;
-
-fn us(x: f64) -> String {
-    if x.is_nan() {
-        "—".into()
-    } else if x.abs() >= 10_000.0 {
-        format!("{:.1} ms", x / 1e3)
-    } else {
-        format!("{x:.0} µs")
-    }
-}
-
-fn of<T>(rows: &[(System, Vec<T>)], s: System) -> Option<&Vec<T>> {
-    rows.iter().find(|(x, _)| *x == s).map(|(_, v)| v)
-}
 
 /// A rate a system held: answered at ≥ 95 % of the offered rate with
 /// errors ≤ 0.1 % and p99 under 10 ms.

@@ -113,7 +113,7 @@ pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'
                     },
                     _ => OutputKinds::default(),
                 };
-                token(&mut s, out);
+                s.set_output(out);
             }
         }
         "content_block_start" => {
@@ -124,7 +124,7 @@ pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'
                     reasoning: b.kind == Some("thinking") && is_output(b.thinking),
                     tool_call: false,
                 };
-                token(&mut s, out);
+                s.set_output(out);
             }
         }
         "message_delta" => {
@@ -146,15 +146,6 @@ pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'
         s.kind = EventKind::Error;
     }
     Ok(s)
-}
-
-fn token(s: &mut EventSummary<'_>, out: OutputKinds) {
-    if out.content || out.reasoning || out.tool_call {
-        s.kind = EventKind::Token;
-        s.token_choices = 1;
-        s.output = out;
-        s.visible = out.content || out.tool_call;
-    }
 }
 
 #[derive(Deserialize)]
@@ -191,7 +182,7 @@ pub fn classify_json(body: &[u8]) -> Result<EventSummary<'_>, Malformed> {
             _ => {}
         }
     }
-    token(&mut s, out);
+    s.set_output(out);
     if s.kind == EventKind::Empty && s.finish.is_some() {
         s.kind = EventKind::Finish;
     }

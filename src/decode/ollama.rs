@@ -92,12 +92,7 @@ pub fn classify_line(line: &[u8]) -> Result<EventSummary<'_>, Malformed> {
         out.reasoning |= is_output(m.thinking);
         out.tool_call = is_output(m.tool_calls);
     }
-    if out.content || out.reasoning || out.tool_call {
-        s.kind = EventKind::Token;
-        s.token_choices = 1;
-        s.output = out;
-        s.visible = out.content || out.tool_call;
-    }
+    s.set_output(out);
     if v.done {
         s.finish = Some(finish(v.done_reason));
         s.usage = Some(Usage {

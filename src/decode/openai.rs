@@ -118,6 +118,19 @@ pub struct EngineTiming {
     pub decode_ns: Option<u64>,
 }
 
+impl EventSummary<'_> {
+    /// Marks a one-choice event (the other dialects) token-bearing when
+    /// `out` holds any output; visible unless it is reasoning only.
+    pub(crate) fn set_output(&mut self, out: OutputKinds) {
+        if out.content || out.reasoning || out.tool_call {
+            self.kind = EventKind::Token;
+            self.token_choices = 1;
+            self.output = out;
+            self.visible = out.content || out.tool_call;
+        }
+    }
+}
+
 /// Which kinds of output an event carried.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OutputKinds {

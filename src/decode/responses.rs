@@ -106,14 +106,9 @@ pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'
         }
         _ => OutputKinds::default(),
     };
-    if output.content || output.reasoning || output.tool_call {
-        s.kind = EventKind::Token;
-        s.token_choices = 1;
-        s.output = output;
-        s.visible = output.content || output.tool_call;
-        if !output.tool_call {
-            s.text = v.delta;
-        }
+    s.set_output(output);
+    if s.kind == EventKind::Token && !output.tool_call {
+        s.text = v.delta;
     }
     match v.kind {
         "response.created" | "response.in_progress" => {
@@ -216,12 +211,8 @@ pub fn classify_json(body: &[u8]) -> Result<EventSummary<'_>, Malformed> {
             _ => {}
         }
     }
-    if out.content || out.reasoning || out.tool_call {
-        s.kind = EventKind::Token;
-        s.token_choices = 1;
-        s.output = out;
-        s.visible = out.content || out.tool_call;
-    } else if s.finish.is_some() {
+    s.set_output(out);
+    if s.kind == EventKind::Empty && s.finish.is_some() {
         s.kind = EventKind::Finish;
     }
     Ok(s)

@@ -64,15 +64,12 @@ fn details(s: &mut EventSummary<'_>, d: Option<DetailsView<'_>>) {
     }
 }
 
-fn output(s: &mut EventSummary<'_>) {
-    s.kind = EventKind::Token;
-    s.token_choices = 1;
-    s.output = OutputKinds {
-        content: true,
-        ..OutputKinds::default()
-    };
-    s.visible = true;
-}
+/// TGI's output is always visible text.
+const TEXT: OutputKinds = OutputKinds {
+    content: true,
+    reasoning: false,
+    tool_call: false,
+};
 
 /// Classifies one stream event.
 pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'a>, Malformed> {
@@ -83,7 +80,7 @@ pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'
         return Ok(s);
     }
     if let Some(t) = v.token.filter(|t| !t.special && is_output(t.text)) {
-        output(&mut s);
+        s.set_output(TEXT);
         s.text = t.text;
     }
     details(&mut s, v.details);
@@ -108,7 +105,7 @@ pub fn classify_json(body: &[u8]) -> Result<EventSummary<'_>, Malformed> {
         return Ok(s);
     }
     if is_output(v.generated_text) {
-        output(&mut s);
+        s.set_output(TEXT);
     }
     details(&mut s, v.details);
     Ok(s)
