@@ -1,5 +1,6 @@
 //! The official `openai` Python client streams and non-streams through a tap
 //! and sees exactly what it sees direct; tokentap counts what the client got.
+//! The same for the Responses API and the official `anthropic` client.
 
 use crate::support::*;
 use std::path::PathBuf;
@@ -84,4 +85,64 @@ async fn official_openai_python_client_sees_the_same_through_a_tap() {
         plain.output_tokens,
         t["plain"]["usage"]["completion_tokens"].as_u64()
     );
+}
+
+/// The vendors' own parsers accept the Responses and Anthropic streams (the
+/// simulator's, through a tap) and see the same as direct; tokentap reads
+/// each in its dialect and counts what the client's usage says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_responses_and_anthropic_clients_see_the_same_through_a_tap() {
+    let _g = serial().await;
+    let profile = Profile {
+        ttft_ms: 5.0,
+        itl_ms: 1.0,
+        ..Profile::default()
+    };
+    let direct = sim(profile.clone());
+    let behind = sim(profile);
+    let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/dialect_clients.py");
+    let run = move |base: String| {
+        let out = Command::new(python())
+            .arg(&script)
+            .arg(base)
+            .output()
+            .expect("python");
+        assert!(
+            out.status.success(),
+            "dialect clients failed (install them with `make deps`):\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let (da, ta) = (direct.addr, tap.addr);
+    let (d, t) = tokio::task::spawn_blocking(move || {
+        (run(format!("http://{da}")), run(format!("http://{ta}")))
+    })
+    .await
+    .unwrap();
+    println!("dialect clients {}: {}", t["versions"], t);
+    assert_eq!(d, t, "the clients saw the same through the tap");
+    assert_eq!(t["responses"]["stream"]["usage"]["output"], 20);
+    assert_eq!(t["messages"]["stream"]["usage"]["output"], 20);
+    assert_eq!(t["messages"]["stream"]["stop"], "max_tokens");
+    let recs = tap.records.all();
+    assert_eq!(recs.len(), 4);
+    for r in &recs {
+        assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
+        let expected = if r.stream { 20 } else { 8 };
+        assert_eq!(r.output_tokens, Some(expected), "{r:?}");
+    }
+    let dialects: Vec<&str> = recs.iter().map(|r| r.dialect.as_str()).collect();
+    assert_eq!(dialects.iter().filter(|d| **d == "responses").count(), 2);
+    assert_eq!(dialects.iter().filter(|d| **d == "anthropic").count(), 2);
+    let anthropic_stream = recs
+        .iter()
+        .find(|r| r.stream && r.dialect.as_str() == "anthropic")
+        .unwrap();
+    assert_eq!(
+        anthropic_stream.input_tokens,
+        t["messages"]["stream"]["usage"]["input"].as_u64()
+    );
+    assert_eq!(anthropic_stream.token_events, 20);
 }

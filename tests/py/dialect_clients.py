@@ -1,0 +1,56 @@
+"""Drive the OpenAI Responses API (official `openai` client) and the
+Anthropic Messages API (official `anthropic` client) against one base URL,
+streamed and not, and print what the clients parsed as JSON: the
+integration tests compare a direct connection with one through a tap, and
+prove the simulator's streams are what the vendors' own parsers accept."""
+import json
+import sys
+
+import anthropic
+import openai
+
+
+def responses(base_url: str) -> dict:
+    client = openai.OpenAI(base_url=base_url + "/v1", api_key="sk-test", max_retries=0)
+    events, text, usage = 0, [], None
+    for ev in client.responses.create(model="sim-model", input="hello", stream=True, max_output_tokens=20):
+        events += 1
+        if ev.type == "response.output_text.delta":
+            text.append(ev.delta)
+        elif ev.type == "response.completed":
+            usage = {"input": ev.response.usage.input_tokens, "output": ev.response.usage.output_tokens}
+    plain = client.responses.create(model="sim-model", input="hi", max_output_tokens=8)
+    return {
+        "stream": {"events": events, "text": "".join(text), "usage": usage},
+        "plain": {"text": plain.output_text, "output": plain.usage.output_tokens, "status": plain.status},
+    }
+
+
+def messages(base_url: str) -> dict:
+    client = anthropic.Anthropic(base_url=base_url, api_key="sk-ant-test", max_retries=0)
+    with client.messages.stream(
+        model="claude-sim", max_tokens=20, messages=[{"role": "user", "content": "hello"}]
+    ) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    plain = client.messages.create(model="claude-sim", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+    return {
+        "stream": {
+            "text": text,
+            "stop": final.stop_reason,
+            "usage": {"input": final.usage.input_tokens, "output": final.usage.output_tokens},
+        },
+        "plain": {"text": plain.content[0].text, "output": plain.usage.output_tokens},
+    }
+
+
+def main(base_url: str) -> None:
+    print(json.dumps({
+        "versions": {"openai": openai.__version__, "anthropic": anthropic.__version__},
+        "responses": responses(base_url),
+        "messages": messages(base_url),
+    }))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
