@@ -1,6 +1,7 @@
 //! The official `openai` Python client streams and non-streams through a tap
 //! and sees exactly what it sees direct; tokentap counts what the client got.
-//! The same for the Responses API and the official `anthropic` client.
+//! The same for the Responses API and the official `anthropic` and `ollama`
+//! clients.
 
 use crate::support::*;
 use std::path::PathBuf;
@@ -87,11 +88,11 @@ async fn official_openai_python_client_sees_the_same_through_a_tap() {
     );
 }
 
-/// The vendors' own parsers accept the Responses and Anthropic streams (the
+/// The vendors' own parsers accept the Responses, Anthropic and Ollama streams (the
 /// simulator's, through a tap) and see the same as direct; tokentap reads
 /// each in its dialect and counts what the client's usage says.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn official_responses_and_anthropic_clients_see_the_same_through_a_tap() {
+async fn official_responses_anthropic_and_ollama_clients_see_the_same_through_a_tap() {
     let _g = serial().await;
     let profile = Profile {
         ttft_ms: 5.0,
@@ -126,8 +127,10 @@ async fn official_responses_and_anthropic_clients_see_the_same_through_a_tap() {
     assert_eq!(t["responses"]["stream"]["usage"]["output"], 20);
     assert_eq!(t["messages"]["stream"]["usage"]["output"], 20);
     assert_eq!(t["messages"]["stream"]["stop"], "max_tokens");
+    assert_eq!(t["ollama"]["stream"]["usage"]["output"], 20);
+    assert_eq!(t["ollama"]["stream"]["done"], true);
     let recs = tap.records.all();
-    assert_eq!(recs.len(), 4);
+    assert_eq!(recs.len(), 6);
     for r in &recs {
         assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
         let expected = if r.stream { 20 } else { 8 };
@@ -136,6 +139,7 @@ async fn official_responses_and_anthropic_clients_see_the_same_through_a_tap() {
     let dialects: Vec<&str> = recs.iter().map(|r| r.dialect.as_str()).collect();
     assert_eq!(dialects.iter().filter(|d| **d == "responses").count(), 2);
     assert_eq!(dialects.iter().filter(|d| **d == "anthropic").count(), 2);
+    assert_eq!(dialects.iter().filter(|d| **d == "ollama").count(), 2);
     let anthropic_stream = recs
         .iter()
         .find(|r| r.stream && r.dialect.as_str() == "anthropic")

@@ -1,5 +1,6 @@
-"""Drive the OpenAI Responses API (official `openai` client) and the
-Anthropic Messages API (official `anthropic` client) against one base URL,
+"""Drive the OpenAI Responses API (official `openai` client), the Anthropic
+Messages API (official `anthropic` client) and Ollama's chat and generate
+APIs (official `ollama` client) against one base URL,
 streamed and not, and print what the clients parsed as JSON: the
 integration tests compare a direct connection with one through a tap, and
 prove the simulator's streams are what the vendors' own parsers accept."""
@@ -7,6 +8,7 @@ import json
 import sys
 
 import anthropic
+import ollama
 import openai
 
 
@@ -44,11 +46,34 @@ def messages(base_url: str) -> dict:
     }
 
 
+def ollama_api(base_url: str) -> dict:
+    client = ollama.Client(host=base_url)
+    parts, last = [], None
+    for chunk in client.chat(
+        model="llama3.2", messages=[{"role": "user", "content": "hello"}], stream=True, options={"num_predict": 20}
+    ):
+        parts.append(chunk.message.content)
+        last = chunk
+    plain = client.generate(model="llama3.2", prompt="Once", stream=False, options={"num_predict": 8})
+    return {
+        "stream": {
+            "text": "".join(parts),
+            "done": last.done,
+            "reason": last.done_reason,
+            "usage": {"input": last.prompt_eval_count, "output": last.eval_count},
+        },
+        "plain": {"text": plain.response, "output": plain.eval_count},
+    }
+
+
 def main(base_url: str) -> None:
+    from importlib.metadata import version
+
     print(json.dumps({
-        "versions": {"openai": openai.__version__, "anthropic": anthropic.__version__},
+        "versions": {"openai": openai.__version__, "anthropic": anthropic.__version__, "ollama": version("ollama")},
         "responses": responses(base_url),
         "messages": messages(base_url),
+        "ollama": ollama_api(base_url),
     }))
 
 
