@@ -1,7 +1,8 @@
 //! Criterion micro-benchmarks of the per-chunk path, in ns per event:
 //! the SSE decoder with the OpenAI classifier, and the whole recording path
 //! (`Meter::response_body` into a `TapSink` with real Prometheus
-//! histograms). `cargo bench --bench hot_path`.
+//! histograms), also with a tiktoken estimate of every event's text
+//! (`estimate_tokens`). `cargo bench --bench hot_path`.
 #![allow(clippy::unwrap_used)] // a benchmark's setup
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
@@ -10,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokentap::decode::openai;
 use tokentap::decode::sse::{SseDecoder, SseItem, SseLimits};
+use tokentap::decode::tokens::{Encoding, Estimator};
 use tokentap::metrics::{Metrics, TapLabels, TapSink};
 use tokentap::record::{Meter, MeterLimits};
 
@@ -69,29 +71,37 @@ fn record(c: &mut Criterion) {
     let req = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
     let mut g = c.benchmark_group("record");
     g.throughput(Throughput::Elements(EVENTS as u64));
-    g.bench_function("meter+metrics per event", |b| {
-        b.iter_batched(
-            || {
-                let t0 = Instant::now();
-                let mut m = Meter::new(t0, SystemTime::now(), limits);
-                m.request_head("/v1/chat/completions", None, Some(req.len() as u64));
-                let _ = m.request_body(req, true);
-                m.response_head(t0, 200, Some(b"text/event-stream"), None, None);
-                let mut sink = TapSink::new(metrics.clone(), labels.clone(), None);
-                sink.prepare(Some("m"), "chat");
-                (m, sink, t0)
-            },
-            |(mut m, mut sink, t0)| {
-                let mut at = t0;
-                for p in &pieces {
-                    at += Duration::from_micros(20_000);
-                    m.response_body(at, black_box(p), &mut sink);
-                }
-                black_box(m)
-            },
-            BatchSize::SmallInput,
-        )
-    });
+    for (name, estimator) in [
+        ("meter+metrics per event", None),
+        (
+            "meter+metrics+tiktoken estimate per event",
+            Some(Estimator::new(Encoding::O200kBase)),
+        ),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || {
+                    let t0 = Instant::now();
+                    let mut m = Meter::new(t0, SystemTime::now(), limits).with_estimator(estimator);
+                    m.request_head("/v1/chat/completions", None, Some(req.len() as u64));
+                    let _ = m.request_body(req, true);
+                    m.response_head(t0, 200, Some(b"text/event-stream"), None, None);
+                    let mut sink = TapSink::new(metrics.clone(), labels.clone(), None);
+                    sink.prepare(Some("m"), "chat");
+                    (m, sink, t0)
+                },
+                |(mut m, mut sink, t0)| {
+                    let mut at = t0;
+                    for p in &pieces {
+                        at += Duration::from_micros(20_000);
+                        m.response_body(at, black_box(p), &mut sink);
+                    }
+                    black_box(m)
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
     g.finish();
 }
 
