@@ -4,6 +4,7 @@
 //! estimates against the tokenizer's own count of the whole text.
 
 use super::*;
+use crate::decode::openai::FinishReason;
 use crate::decode::sse::SseLimits;
 use crate::decode::tokens::Encoding;
 use proptest::prelude::*;
