@@ -69,14 +69,17 @@ pub fn classify(data: &[u8]) {
     let _ = s.filter(b"", true);
 }
 
-/// The request scanner with every hash on (fingerprint, prompt prefixes).
+/// The request scanner with every hash on (fingerprint, prompt prefixes)
+/// and the tokenizer estimate of the prompt.
 pub fn request(data: &[u8]) {
     let _ = parse_request_with(
         data,
         Hashes {
             fingerprint: true,
             prefixes: true,
-            estimate: None,
+            estimate: Some(crate::decode::tokens::Estimator::new(
+                crate::decode::tokens::Encoding::O200kBase,
+            )),
         },
     );
 }
