@@ -98,11 +98,13 @@ pub fn route(path: &str) -> (Operation, Dialect) {
 }
 
 /// `route`, with a tap's configured dialect (if any) replacing the one the
-/// path suggests; a path that is no known endpoint is then read as `chat`.
+/// path suggests; a path that is no known endpoint (TGI's `POST /`, say) is
+/// then read as `text_completion` for TGI and `chat` for the others.
 pub fn route_with(path: &str, forced: Option<Dialect>) -> (Operation, Dialect) {
     let (op, dialect) = route(path);
     match forced {
         None => (op, dialect),
+        Some(Dialect::Tgi) if op == Operation::Other => (Operation::TextCompletion, Dialect::Tgi),
         Some(d) if op == Operation::Other => (Operation::Chat, d),
         Some(d) => (op, d),
     }
@@ -147,6 +149,10 @@ mod tests {
         assert_eq!(
             route_with("/chat", Some(Dialect::Anthropic)),
             (Operation::Chat, Dialect::Anthropic)
+        );
+        assert_eq!(
+            route_with("/", Some(Dialect::Tgi)),
+            (Operation::TextCompletion, Dialect::Tgi)
         );
         assert_eq!(
             route_with("/v1/completions", Some(Dialect::Tgi)),

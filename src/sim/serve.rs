@@ -177,7 +177,12 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let path = req.path.split('?').next().unwrap_or_default();
-    let (operation, dialect) = crate::decode::dialect::route(path);
+    // TGI also generates at `POST /` (what Hugging Face's clients call).
+    let (operation, dialect) = if path == "/" && req.method == "POST" {
+        (Operation::TextCompletion, Dialect::Tgi)
+    } else {
+        crate::decode::dialect::route(path)
+    };
     match (req.method.as_str(), operation) {
         ("GET", _) if path == "/v1/models" => {
             let body = json!({"object": "list", "data": [{"id": sim.profile.model, "object": "model", "owned_by": "tokentap-sim"}]});

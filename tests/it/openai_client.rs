@@ -1,7 +1,7 @@
 //! The official `openai` Python client streams and non-streams through a tap
 //! and sees exactly what it sees direct; tokentap counts what the client got.
-//! The same for the Responses API and the official `anthropic` and `ollama`
-//! clients.
+//! The same for the Responses API, the official `anthropic` and `ollama`
+//! clients and Hugging Face's TGI client.
 
 use crate::support::*;
 use std::path::PathBuf;
@@ -88,11 +88,11 @@ async fn official_openai_python_client_sees_the_same_through_a_tap() {
     );
 }
 
-/// The vendors' own parsers accept the Responses, Anthropic and Ollama streams (the
+/// The vendors' own parsers accept the Responses, Anthropic, Ollama and TGI streams (the
 /// simulator's, through a tap) and see the same as direct; tokentap reads
 /// each in its dialect and counts what the client's usage says.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn official_responses_anthropic_and_ollama_clients_see_the_same_through_a_tap() {
+async fn official_responses_anthropic_ollama_and_tgi_clients_see_the_same_through_a_tap() {
     let _g = serial().await;
     let profile = Profile {
         ttft_ms: 5.0,
@@ -102,11 +102,14 @@ async fn official_responses_anthropic_and_ollama_clients_see_the_same_through_a_
     let direct = sim(profile.clone());
     let behind = sim(profile);
     let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    // TGI generates at `POST /`, which no path names: a tap told its dialect.
+    let tgi_tap = Tap::start(&format!("http://{}", behind.addr), "    dialect: tgi\n");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/dialect_clients.py");
-    let run = move |base: String| {
+    let run = move |base: String, tgi: String| {
         let out = Command::new(python())
             .arg(&script)
             .arg(base)
+            .arg(tgi)
             .output()
             .expect("python");
         assert!(
@@ -116,9 +119,12 @@ async fn official_responses_anthropic_and_ollama_clients_see_the_same_through_a_
         );
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
-    let (da, ta) = (direct.addr, tap.addr);
+    let (da, ta, tg) = (direct.addr, tap.addr, tgi_tap.addr);
     let (d, t) = tokio::task::spawn_blocking(move || {
-        (run(format!("http://{da}")), run(format!("http://{ta}")))
+        (
+            run(format!("http://{da}"), format!("http://{da}")),
+            run(format!("http://{ta}"), format!("http://{tg}")),
+        )
     })
     .await
     .unwrap();
@@ -129,6 +135,26 @@ async fn official_responses_anthropic_and_ollama_clients_see_the_same_through_a_
     assert_eq!(t["messages"]["stream"]["stop"], "max_tokens");
     assert_eq!(t["ollama"]["stream"]["usage"]["output"], 20);
     assert_eq!(t["ollama"]["stream"]["done"], true);
+    assert_eq!(t["tgi"]["stream"]["usage"]["output"], 20);
+    assert_eq!(t["tgi"]["stream"]["finish"], "length");
+    let tgi = tgi_tap.records.all();
+    assert_eq!(tgi.len(), 2);
+    for r in &tgi {
+        assert_eq!(r.dialect.as_str(), "tgi", "{r:?}");
+        assert_eq!(r.operation.as_str(), "text_completion");
+        assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
+        assert_eq!(
+            r.output_tokens,
+            Some(if r.stream { 20 } else { 8 }),
+            "{r:?}"
+        );
+    }
+    let tgi_stream = tgi.iter().find(|r| r.stream).unwrap();
+    assert_eq!(tgi_stream.token_events, 20);
+    assert_eq!(
+        tgi_stream.input_tokens,
+        t["tgi"]["stream"]["usage"]["input"].as_u64()
+    );
     let recs = tap.records.all();
     assert_eq!(recs.len(), 6);
     for r in &recs {

@@ -1,6 +1,7 @@
 """Drive the OpenAI Responses API (official `openai` client), the Anthropic
 Messages API (official `anthropic` client) and Ollama's chat and generate
-APIs (official `ollama` client) against one base URL,
+APIs (official `ollama` client) against one base URL, and TGI (Hugging
+Face's `InferenceClient`, which posts to the URL itself) against a second,
 streamed and not, and print what the clients parsed as JSON: the
 integration tests compare a direct connection with one through a tap, and
 prove the simulator's streams are what the vendors' own parsers accept."""
@@ -10,6 +11,7 @@ import sys
 import anthropic
 import ollama
 import openai
+from huggingface_hub import InferenceClient
 
 
 def responses(base_url: str) -> dict:
@@ -66,16 +68,39 @@ def ollama_api(base_url: str) -> dict:
     }
 
 
-def main(base_url: str) -> None:
+def tgi(url: str) -> dict:
+    client = InferenceClient(model=url)
+    parts, last = [], None
+    for r in client.text_generation("Once upon", max_new_tokens=20, stream=True, details=True):
+        parts.append(r.token.text)
+        last = r
+    plain = client.text_generation("Once", max_new_tokens=8, details=True)
+    return {
+        "stream": {
+            "text": "".join(parts),
+            "finish": last.details.finish_reason,
+            "usage": {"input": last.details.input_length, "output": last.details.generated_tokens},
+        },
+        "plain": {"text": plain.generated_text, "output": plain.details.generated_tokens},
+    }
+
+
+def main(base_url: str, tgi_url: str) -> None:
     from importlib.metadata import version
 
     print(json.dumps({
-        "versions": {"openai": openai.__version__, "anthropic": anthropic.__version__, "ollama": version("ollama")},
+        "versions": {
+            "openai": openai.__version__,
+            "anthropic": anthropic.__version__,
+            "ollama": version("ollama"),
+            "huggingface_hub": version("huggingface_hub"),
+        },
         "responses": responses(base_url),
         "messages": messages(base_url),
         "ollama": ollama_api(base_url),
+        "tgi": tgi(tgi_url),
     }))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else sys.argv[1])
