@@ -251,3 +251,77 @@ async fn embeddings_are_counted_and_timed() {
     assert!(rec.e2e >= Duration::from_millis(20));
     assert!(tap.scrape().contains("operation=\"embeddings\""));
 }
+
+/// An engine that sends three tokens per event (speculative decoding,
+/// chunked detokenisation): with continuous usage, and with the tap's
+/// tokenizer where there is no usage, tokentap knows the tokens of each
+/// event, so the per-event ITL stays the gap between events and the
+/// per-token ITL is that gap shared among the event's tokens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_token_events_give_per_event_and_per_token_itl() {
+    let _g = serial().await;
+    let behind = sim(Profile {
+        ttft_ms: 5.0,
+        itl_ms: 12.0,
+        output_tokens: 30,
+        tokens_per_event: 3,
+        numbered: true,
+        ..Profile::default()
+    });
+    for (name, extra, body) in [
+        (
+            "continuous-usage",
+            "",
+            r#"{"model":"m","stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true},"messages":[{"role":"user","content":"hi"}]}"#,
+        ),
+        (
+            "tokenizer-estimate",
+            "    estimate_tokens: o200k_base\n",
+            r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+        ),
+    ] {
+        let tap = Tap::start(&format!("http://{}", behind.addr), extra);
+        let h = [("content-type", "application/json"), ("x-request-id", name)];
+        let r = client::send(
+            tap.addr,
+            "POST",
+            "/v1/chat/completions",
+            &h,
+            body.as_bytes(),
+        )
+        .await
+        .unwrap();
+        assert!(r.complete);
+        let rec = tap.records.wait(name).await;
+        assert_eq!(rec.token_events, 10, "{name}");
+        let scrape = tap.scrape();
+        let (n_event, sum_event, _) = prom_totals(&scrape, "tokentap_inter_token_latency_seconds");
+        let (n_token, sum_token, _) =
+            prom_totals(&scrape, "tokentap_inter_token_latency_per_token_seconds");
+        let (n_tpe, sum_tpe, _) = prom_totals(&scrape, "tokentap_tokens_per_event");
+        println!(
+            "{name}: {n_event} event gaps, mean {:.1} ms; {n_token} per-token observations, mean {:.1} ms; {:.1} tokens per event",
+            1e3 * sum_event / n_event,
+            1e3 * sum_token / n_token,
+            sum_tpe / n_tpe
+        );
+        assert_eq!(n_event, 9.0, "{name}");
+        // Tokens per event: the engine's 3 from continuous usage; the
+        // tokenizer's own count of each event's text otherwise (o200k
+        // splits "3 4 5 " into six: digits and spaces apart), which is
+        // then also the request's output count.
+        if extra.is_empty() {
+            assert_eq!(sum_tpe, 30.0, "{name}");
+        } else {
+            assert_eq!(Some(sum_tpe as u64), rec.output_tokens, "{name}");
+            assert_eq!(rec.output_source, Some(TokenSource::Estimate));
+        }
+        let k = sum_tpe / 10.0;
+        // Each gap after the first event, once per token of the event
+        // that ends it; their sum is the sum of the gaps.
+        assert_eq!(n_token, 9.0 * k, "{name}");
+        assert!((sum_token - sum_event).abs() < 1e-6, "{name}");
+        assert!((sum_event / n_event - 0.012).abs() < 0.002, "{name}");
+        assert!((sum_token / n_token - 0.012 / k).abs() < 0.001, "{name}");
+    }
+}
