@@ -16,7 +16,9 @@
 //! OpenAI API itself adds `"usage":null` to every chunk, which is left as
 //! it comes.
 
+use crate::decode::dialect::Dialect;
 use crate::decode::openai::{classify_event, EventKind};
+use crate::decode::Operation;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -50,6 +52,39 @@ impl Skip {
             Skip::AlreadyAsked => "already_requested",
             Skip::NotJson => "not_json",
         }
+    }
+}
+
+/// What to do with a request, from its head alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eligibility {
+    /// Not a request injection applies to (not a POST to an OpenAI
+    /// chat/completions or completions path): left alone, not counted.
+    NotApplicable,
+    /// Eligible, but its body cannot be held (no Content-Length, chunked,
+    /// or over `MAX_BODY`): left as is, counted `too_large`.
+    TooLarge,
+    /// Read the body whole, then `rewrite` it.
+    Read,
+}
+
+/// Decides from the request head whether to read the body for injection.
+pub fn eligibility(
+    post: bool,
+    dialect: Dialect,
+    operation: Operation,
+    content_length: Option<u64>,
+    chunked: bool,
+) -> Eligibility {
+    let applies = post
+        && dialect == Dialect::OpenAi
+        && matches!(operation, Operation::Chat | Operation::TextCompletion);
+    if !applies {
+        Eligibility::NotApplicable
+    } else if chunked || !content_length.is_some_and(|n| n > 0 && n <= MAX_BODY as u64) {
+        Eligibility::TooLarge
+    } else {
+        Eligibility::Read
     }
 }
 
@@ -147,6 +182,18 @@ pub enum Out {
 }
 
 impl UsageStripper {
+    /// What the stripper did, as a `result` label value (`None`: the
+    /// stream had no usage-only event to cut).
+    pub fn result(&self) -> Option<&'static str> {
+        if self.gave_up {
+            Some("strip_failed")
+        } else if self.stripped {
+            Some("stripped")
+        } else {
+            None
+        }
+    }
+
     /// Filters one piece of the response body; `end` on the last one.
     pub fn filter(&mut self, piece: &[u8], end: bool) -> Out {
         if self.gave_up || (self.stripped && self.held.is_empty()) {
@@ -233,6 +280,66 @@ mod tests {
 
     fn text(v: Vec<u8>) -> String {
         String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn eligibility_from_the_head() {
+        use Eligibility::*;
+        let e = |post, d, op, len, chunked| eligibility(post, d, op, len, chunked);
+        assert_eq!(
+            e(true, Dialect::OpenAi, Operation::Chat, Some(300), false),
+            Read
+        );
+        assert_eq!(
+            e(
+                true,
+                Dialect::OpenAi,
+                Operation::TextCompletion,
+                Some(300),
+                false
+            ),
+            Read
+        );
+        assert_eq!(
+            e(false, Dialect::OpenAi, Operation::Chat, Some(300), false),
+            NotApplicable
+        );
+        assert_eq!(
+            e(true, Dialect::Anthropic, Operation::Chat, Some(300), false),
+            NotApplicable
+        );
+        assert_eq!(
+            e(
+                true,
+                Dialect::OpenAi,
+                Operation::Embeddings,
+                Some(300),
+                false
+            ),
+            NotApplicable
+        );
+        assert_eq!(
+            e(true, Dialect::OpenAi, Operation::Chat, None, false),
+            TooLarge
+        );
+        assert_eq!(
+            e(true, Dialect::OpenAi, Operation::Chat, Some(300), true),
+            TooLarge
+        );
+        assert_eq!(
+            e(
+                true,
+                Dialect::OpenAi,
+                Operation::Chat,
+                Some(MAX_BODY as u64 + 1),
+                false
+            ),
+            TooLarge
+        );
+        assert_eq!(
+            e(true, Dialect::OpenAi, Operation::Chat, Some(0), false),
+            TooLarge
+        );
     }
 
     #[test]

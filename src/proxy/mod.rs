@@ -11,7 +11,8 @@
 //! client would be written as a second chunked terminator).
 //!
 //! Hook order for one request: `new_ctx` (t0) → `early_request_filter`
-//! (path, request id) → `request_filter` (usage injection) → `upstream_peer` → `upstream_request_filter` →
+//! (path, request id) → `request_filter` (usage injection) →
+//! `upstream_peer` → `upstream_request_filter` →
 //! `request_body_filter`* → `upstream_response_filter` (TTFB) →
 //! `upstream_response_body_filter`* (every chunk: one clock read, decode) →
 //! `logging` (close the record, emit it).
@@ -82,21 +83,21 @@ impl TapProxy {
     /// keeps it in its retry buffer and sends that upstream) and keeps the
     /// rewritten body for `request_body_filter`.
     async fn prepare_injection(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
-        use crate::decode::{dialect::Dialect, Operation};
-        let op = ctx.meter.operation();
+        use crate::inject::{eligibility, Eligibility};
         let req = session.req_header();
-        let eligible = req.method == http::Method::POST
-            && ctx.meter.dialect() == Dialect::OpenAi
-            && matches!(op, Operation::Chat | Operation::TextCompletion);
-        if !eligible {
-            return Ok(());
-        }
-        let small = content_length(&req.headers)
-            .is_some_and(|n| n > 0 && n <= crate::inject::MAX_BODY as u64)
-            && req.headers.get(http::header::TRANSFER_ENCODING).is_none();
-        if !small {
-            self.tap.injection("too_large");
-            return Ok(());
+        match eligibility(
+            req.method == http::Method::POST,
+            ctx.meter.dialect(),
+            ctx.meter.operation(),
+            content_length(&req.headers),
+            req.headers.contains_key(http::header::TRANSFER_ENCODING),
+        ) {
+            Eligibility::NotApplicable => return Ok(()),
+            Eligibility::TooLarge => {
+                self.tap.injection("too_large");
+                return Ok(());
+            }
+            Eligibility::Read => {}
         }
         session.enable_retry_buffering();
         while session.read_request_body().await?.is_some() {}
@@ -275,14 +276,7 @@ impl ProxyHttp for TapProxy {
             *body = (!b.is_empty()).then(|| Bytes::from(b));
         }
         if end_of_stream {
-            let result = if stripper.gave_up {
-                "strip_failed"
-            } else if stripper.stripped {
-                "stripped"
-            } else {
-                ""
-            };
-            if !result.is_empty() {
+            if let Some(result) = stripper.result() {
                 self.tap.injection(result);
             }
             ctx.stripper = None;
