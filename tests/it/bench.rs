@@ -105,18 +105,7 @@ async fn bad_relay(upstream: SocketAddr, hold: Duration) -> SocketAddr {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_streaming_cell_sees_merged_events_and_a_plateau_when_they_happen() {
     let _g = serial().await;
-    let sim = Arc::new(
-        Simulator::spawn(&SimArgs {
-            profile: SimProfile {
-                ttft_ms: 0.0,
-                itl_ms: 0.0,
-                numbered: true,
-                ..SimProfile::default()
-            },
-            ..SimArgs::default()
-        })
-        .unwrap(),
-    );
+    let sim = numbered_sim();
     let p = Profile {
         events: 24,
         every_ms: 10,
@@ -137,16 +126,7 @@ async fn the_streaming_cell_sees_merged_events_and_a_plateau_when_they_happen() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_closed_loop_cell_counts_every_answered_request() {
     let _g = serial().await;
-    let sim = Simulator::spawn(&SimArgs {
-        profile: SimProfile {
-            ttft_ms: 0.0,
-            itl_ms: 0.0,
-            numbered: true,
-            ..SimProfile::default()
-        },
-        ..SimArgs::default()
-    })
-    .unwrap();
+    let sim = numbered_sim();
     let r = cells::s4(sim.addr, None, 4, Duration::from_millis(500)).await;
     let served = sim.truth.all().len() as u64;
     println!(
