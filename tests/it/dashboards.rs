@@ -103,12 +103,6 @@ const PROMQL_WORDS: &[&str] = &[
     "quantile",
     "count_values",
     "group",
-    "by",
-    "without",
-    "on",
-    "ignoring",
-    "group_left",
-    "group_right",
     "and",
     "or",
     "unless",
@@ -152,6 +146,16 @@ const PROMQL_WORDS: &[&str] = &[
     "le",
 ];
 
+/// PromQL's grouping and matching modifiers, each followed by a label list.
+const GROUPING: &[&str] = &[
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+];
+
 /// One metric reference in an expression: its name and selector labels.
 #[derive(Debug)]
 struct Ref {
@@ -190,17 +194,7 @@ fn parse(expr: &str) -> (Vec<Ref>, Vec<String>) {
                 j += 1;
             }
             let next = b.get(j).copied();
-            if [
-                "by",
-                "without",
-                "on",
-                "ignoring",
-                "group_left",
-                "group_right",
-            ]
-            .contains(&word.as_str())
-                && next == Some('(')
-            {
+            if GROUPING.contains(&word.as_str()) && next == Some('(') {
                 let close = (j..b.len()).find(|k| b[*k] == ')').unwrap_or(b.len());
                 let inside: String = b[j + 1..close].iter().collect();
                 grouping.extend(
@@ -212,7 +206,10 @@ fn parse(expr: &str) -> (Vec<Ref>, Vec<String>) {
                 i = close + 1;
                 continue;
             }
-            if PROMQL_WORDS.contains(&word.as_str()) || next == Some('(') {
+            if PROMQL_WORDS.contains(&word.as_str())
+                || GROUPING.contains(&word.as_str())
+                || next == Some('(')
+            {
                 continue;
             }
             let mut labels = Vec::new();

@@ -282,15 +282,7 @@ async fn multi_token_events_give_per_event_and_per_token_itl() {
     ] {
         let tap = Tap::start(&format!("http://{}", behind.addr), extra);
         let h = [("content-type", "application/json"), ("x-request-id", name)];
-        let r = client::send(
-            tap.addr,
-            "POST",
-            "/v1/chat/completions",
-            &h,
-            body.as_bytes(),
-        )
-        .await
-        .unwrap();
+        let r = post(tap.addr, &h, body.as_bytes()).await;
         assert!(r.complete);
         let rec = tap.records.wait(name).await;
         assert_eq!(rec.token_events, 10, "{name}");

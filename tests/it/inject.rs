@@ -6,7 +6,6 @@
 
 use crate::support::*;
 use sha2::{Digest, Sha256};
-use tokentap::client;
 use tokentap::record::{Outcome, TokenSource};
 use tokentap::sim::Profile;
 
@@ -68,24 +67,8 @@ async fn injected_usage_is_recorded_and_invisible_to_the_client() {
                 ("x-sim", opts.as_str()),
                 ("x-request-id", id.as_str()),
             ];
-            let a = client::send(
-                direct.addr,
-                "POST",
-                "/v1/chat/completions",
-                &h,
-                body.as_bytes(),
-            )
-            .await
-            .unwrap();
-            let b = client::send(
-                tap.addr,
-                "POST",
-                "/v1/chat/completions",
-                &h,
-                body.as_bytes(),
-            )
-            .await
-            .unwrap();
+            let a = post(direct.addr, &h, body.as_bytes()).await;
+            let b = post(tap.addr, &h, body.as_bytes()).await;
             assert_eq!(b.status, 200, "{id}: {}", String::from_utf8_lossy(&b.body));
             assert!(b.complete, "{id}");
             assert_eq!(
