@@ -26,6 +26,7 @@ mod nginx;
 mod openai_client;
 mod otlp;
 mod process;
+mod reference_scrape;
 mod report;
 mod scrape;
 mod sim_demo;
