@@ -15,15 +15,21 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Dependencies first, so that a source change does not fetch them again
-# (cargo reads every target of the manifest, hence the empty stand-ins).
+# (cargo reads every member and target of the workspace, hence the empty
+# stand-ins).
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir -p src benches \
- && echo 'fn main() {}' > src/main.rs && touch src/lib.rs benches/hot_path.rs \
+COPY crates/core/Cargo.toml crates/core/
+COPY crates/net/Cargo.toml crates/net/
+COPY crates/proxy/Cargo.toml crates/proxy/
+COPY crates/sim/Cargo.toml crates/sim/
+COPY crates/tools/Cargo.toml crates/tools/
+RUN for c in core net proxy sim tools; do mkdir -p crates/$c/src && touch crates/$c/src/lib.rs; done \
+ && mkdir -p src crates/proxy/benches \
+ && echo 'fn main() {}' > src/main.rs && touch src/lib.rs crates/proxy/benches/hot_path.rs \
  && cargo fetch --locked \
- && rm -rf src benches
+ && rm -rf src crates/*/src crates/proxy/benches
 COPY src ./src
-# Declared as a [[bench]] target in Cargo.toml: cargo wants the file present.
-COPY benches ./benches
+COPY crates ./crates
 RUN cargo build --release --locked --bin tokentap \
  && strip --strip-debug target/release/tokentap \
  && ./target/release/tokentap --version

@@ -1,7 +1,7 @@
 # One entry point for humans and CI: `make test` is exactly what CI runs.
 CARGO ?= cargo
 
-.PHONY: all deps build test lint deny unit it demo fuzz soak bench clean
+.PHONY: all deps build test lint purity deny unit it demo fuzz soak bench clean
 
 all: build
 
@@ -13,13 +13,25 @@ build: deps
 
 lint: deps
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+
+# The pure core must not reach a socket, a runtime or an exporter: its
+# dependency tree (normal and dev) may not contain any of these crates.
+IMPURE = pingora|tokio|prometheus|opentelemetry
+purity:
+	@tree="$$($(CARGO) tree --locked -p tokentap-core -e normal,dev --prefix none)" || exit 1; \
+	bad="$$(printf '%s\n' "$$tree" | grep -E '^($(IMPURE))' | sort -u)"; \
+	if [ -n "$$bad" ]; then \
+	  echo "purity: tokentap-core's tree has crates it must not depend on (crates/core/Cargo.toml):"; \
+	  echo "$$bad"; exit 1; \
+	fi; \
+	echo "purity: tokentap-core's tree ($$(printf '%s\n' "$$tree" | sort -u | wc -l) crates) has no pingora, tokio, prometheus or opentelemetry"
 
 # Unit and property tests, then the integration crate (real servers on
 # loopback, serialised inside the binary). Built with --release: the timing
 # assertions (1 ms accuracy, 5 ms no-coalescing) are about the build users run.
 unit: deps
-	$(CARGO) test --release --locked --lib --bins
+	$(CARGO) test --release --locked --workspace --lib --bins
 
 it: deps
 	$(CARGO) test --release --locked --test it
@@ -35,7 +47,7 @@ deny: deps
 	  echo "deny: ADVISORIES NOT CHECKED: the RustSec database (github.com) is unreachable from this machine"; \
 	fi
 
-test: lint deny unit it
+test: lint purity deny unit it
 
 demo: deps
 	$(CARGO) run --release --locked -- demo

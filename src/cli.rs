@@ -1,13 +1,13 @@
 //! The command line: `run`, `validate`, `sim`, `demo`, `drive`, `report`. Each subcommand is a
 //! thin call into the library; exit codes and messages are decided here.
 
-use crate::config::Config;
 use crate::demo::DemoArgs;
-use crate::drive::DriveArgs;
-use crate::observe::Hooks;
-use crate::sim::{SimArgs, Simulator};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+use tokentap_proxy::config::Config;
+use tokentap_proxy::observe::Hooks;
+use tokentap_sim::{SimArgs, Simulator};
+use tokentap_tools::drive::DriveArgs;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -52,16 +52,16 @@ pub enum Command {
     /// Simulator + a tap + traffic + a live table: see tokentap measure, nothing to install.
     Demo(DemoArgs),
     /// The methodology report of record logs: Markdown, JSON and an HTML page with charts.
-    Report(crate::report::ReportArgs),
+    Report(tokentap_tools::report::ReportArgs),
     /// Send a reference workload (uniform, skewed, conversation, code,
     /// long-context) to an OpenAI-compatible server and summarise it.
     Drive(DriveArgs),
     /// Benchmark tokentap against a direct connection, itself with
     /// measurement off, nginx, HAProxy and LiteLLM on this machine.
-    Bench(crate::bench::BenchArgs),
+    Bench(tokentap_tools::bench::BenchArgs),
     /// A small reference LLM gateway (guardrail calls, then the engine) for
     /// demos, the compose stack and attribution tests.
-    Gateway(crate::sim::gateway::GatewayArgs),
+    Gateway(tokentap_sim::gateway::GatewayArgs),
     /// Exit 0 when tokentap's admin endpoint answers 2xx (a container
     /// healthcheck that needs no curl), 1 otherwise.
     Health {
@@ -80,7 +80,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run { config } => {
             let cfg =
                 Config::load(&config).map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
-            crate::server::run(&cfg, Hooks::default(), Some(&config))?;
+            tokentap_proxy::server::run(&cfg, Hooks::default(), Some(&config))?;
             Ok(())
         }
         Command::Validate { config } => {
@@ -126,16 +126,18 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Sim(args) => Ok(Simulator::run_blocking(&args)?),
         Command::Demo(args) => crate::demo::run(&args),
-        Command::Report(args) => crate::report::run(&args),
-        Command::Drive(args) => crate::drive::run(&args),
-        Command::Bench(args) => crate::bench::run(&args),
-        Command::Gateway(args) => crate::sim::gateway::Gateway::run_blocking(&args),
+        Command::Report(args) => tokentap_tools::report::run(&args),
+        Command::Drive(args) => tokentap_tools::drive::run(&args),
+        Command::Bench(args) => tokentap_tools::bench::run(&args),
+        Command::Gateway(args) => tokentap_sim::gateway::Gateway::run_blocking(&args),
         Command::Health {
             url,
             timeout_seconds,
         } => {
-            let status =
-                crate::admin::probe(&url, std::time::Duration::from_secs(timeout_seconds))?;
+            let status = tokentap_proxy::admin::probe(
+                &url,
+                std::time::Duration::from_secs(timeout_seconds),
+            )?;
             println!("{url}: {status}");
             if (200..300).contains(&status) {
                 Ok(())

@@ -1,2 +1,2 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| tokentap::fuzzing::classify(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tokentap_core::fuzzing::classify(data));

@@ -6,13 +6,14 @@
 pub mod table;
 pub mod traffic;
 
-use crate::config::Config;
-use crate::observe::Hooks;
-use crate::server;
-use crate::sim::{Profile, SimArgs, Simulator};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
+use tokentap_proxy::config::Config;
+use tokentap_proxy::observe::Hooks;
+use tokentap_proxy::server;
+use tokentap_sim::{Profile, SimArgs, Simulator};
+pub use tokentap_tools::parse_duration;
 use tokio::sync::watch;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -32,24 +33,6 @@ pub struct DemoArgs {
     /// Highest concurrency the traffic generator reaches.
     #[arg(long, default_value_t = 8)]
     pub max_concurrency: usize,
-}
-
-/// `90`, `90s`, `5m`, `1h`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, mult) = match s.char_indices().last() {
-        Some((i, 's')) => (s.get(..i).unwrap_or_default(), 1.0),
-        Some((i, 'm')) => (s.get(..i).unwrap_or_default(), 60.0),
-        Some((i, 'h')) => (s.get(..i).unwrap_or_default(), 3600.0),
-        _ => (s, 1.0),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (e.g. 90s, 5m)"))?;
-    if !(v.is_finite() && v > 0.0) {
-        return Err(format!("`{s}` is not a positive duration"));
-    }
-    Ok(Duration::from_secs_f64(v * mult))
 }
 
 /// Runs the demo; returns when it is over.

@@ -2,11 +2,11 @@
 //! dashboard would: deltas of cumulative histogram buckets between two
 //! snapshots, quantiles interpolated like PromQL's `histogram_quantile`.
 
-use crate::metrics::table;
 use prometheus::proto::MetricFamily;
 use prometheus::Registry;
 use std::collections::HashMap;
 use std::time::Instant;
+use tokentap_core::table;
 
 /// Cumulative bucket counts of one histogram, summed over its series.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -4,7 +4,6 @@
 //! requests cancel mid-stream, fail upstream or do not stream, so every
 //! outcome appears.
 
-use crate::client::{self, Flow};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -12,6 +11,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokentap_net::client::{self, Flow};
 use tokio::sync::watch;
 
 const STEPS: [usize; 6] = [1, 2, 4, 8, 4, 2];

@@ -4,9 +4,9 @@
 use crate::support::*;
 use base64::Engine;
 use std::time::{Duration, Instant};
-use tokentap::client;
-use tokentap::record::{Outcome, TokenSource};
-use tokentap::sim::Profile;
+use tokentap_core::record::{Outcome, TokenSource};
+use tokentap_net::client;
+use tokentap_sim::Profile;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const TOLERANCE: Duration = Duration::from_millis(1);

@@ -10,10 +10,10 @@ use crate::support::*;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokentap::analysis::report::{read_jsonl, Report};
-use tokentap::analysis::{itl, Sample, StallRule};
-use tokentap::sim::EngineArgs;
-use tokentap::sim::{Profile, SimArgs, Simulator};
+use tokentap_core::analysis::report::{read_jsonl, Report};
+use tokentap_core::analysis::{itl, Sample, StallRule};
+use tokentap_sim::EngineArgs;
+use tokentap_sim::{Profile, SimArgs, Simulator};
 
 pub fn now_ms() -> f64 {
     SystemTime::now()
@@ -173,14 +173,14 @@ async fn fairness_of(favour: Option<&str>) -> f64 {
         ..EngineArgs::default()
     };
     let rig = Rig::start(profile, engine, "", "fair");
-    let args = tokentap::drive::DriveArgs {
+    let args = tokentap_tools::drive::DriveArgs {
         concurrency: Some(8),
         requests: Some(96),
         tenants: 4,
         seed: 7,
-        ..tokentap::drive::DriveArgs::new(format!("http://{}", rig.tap.addr))
+        ..tokentap_tools::drive::DriveArgs::new(format!("http://{}", rig.tap.addr))
     };
-    let summary = tokentap::drive::drive(&args).await.unwrap();
+    let summary = tokentap_tools::drive::drive(&args).await.unwrap();
     assert_eq!(summary.outcomes.ok, 96, "{:?}", summary.first_error);
     rig.records(96).await;
     let report = rig.close();
@@ -249,14 +249,14 @@ async fn cache_hits_save_the_ttft_the_simulator_said() {
         .clone();
     // What the simulator planned: TTFT = base + prefill × uncached / 1000.
     let truth = rig.sim.truth.all();
-    let planned = |t: &tokentap::sim::Truth| {
+    let planned = |t: &tokentap_sim::Truth| {
         profile.ttft_ms
             + profile.prefill_ms_per_1k * f64::from(t.prompt_tokens - t.cached_tokens) / 1e3
     };
     let (hits, misses): (Vec<_>, Vec<_>) = truth.iter().partition(|t| t.cached_tokens > 0);
     assert_eq!((hits.len(), misses.len()), (10, 10));
     let mean =
-        |v: &[&tokentap::sim::Truth]| v.iter().map(|t| planned(t)).sum::<f64>() / v.len() as f64;
+        |v: &[&tokentap_sim::Truth]| v.iter().map(|t| planned(t)).sum::<f64>() / v.len() as f64;
     let told = mean(&misses) - mean(&hits);
     let measured = c.ttft_saving_ms.unwrap();
     println!("cache saving: measured {measured:.2} ms, simulator {told:.2} ms");
@@ -307,7 +307,7 @@ async fn stall_detection_finds_injected_stalls() {
         let times: Vec<f64> = t
             .events
             .iter()
-            .filter(|e| e.mark == tokentap::sim::script::Mark::Token)
+            .filter(|e| e.mark == tokentap_sim::script::Mark::Token)
             .map(|e| e.t_ms)
             .collect();
         let real: Vec<usize> = times
@@ -346,9 +346,10 @@ async fn closed_loop(
         let body = body.clone();
         tasks.push(tokio::spawn(async move {
             while std::time::Instant::now() < until {
-                let r = tokentap::client::send(addr, "POST", "/v1/chat/completions", &[], &body)
-                    .await
-                    .unwrap();
+                let r =
+                    tokentap_net::client::send(addr, "POST", "/v1/chat/completions", &[], &body)
+                        .await
+                        .unwrap();
                 assert_eq!(r.status, 200);
             }
         }));
@@ -459,7 +460,7 @@ async fn goodput_counts_exactly_the_requests_meeting_the_slos() {
     assert!((g.requests_per_s - expected as f64 / t.throughput.seconds).abs() < 1e-9);
     // The live report and the window gauges say the same, and percentiles
     // the sample count does not support are absent, not numbers.
-    let json = tokentap::client::send(rig.tap.admin, "GET", "/report", &[], b"")
+    let json = tokentap_net::client::send(rig.tap.admin, "GET", "/report", &[], b"")
         .await
         .unwrap();
     assert_eq!(json.status, 200);

@@ -7,8 +7,8 @@
 use crate::gateway::{GatewayConfig, GatewayTruth, TestGateway};
 use crate::support::*;
 use std::time::{Duration, Instant};
-use tokentap::correlate::{JoinKind, Phase};
-use tokentap::sim::{Profile, Simulator};
+use tokentap_core::correlate::{JoinKind, Phase};
+use tokentap_sim::{Profile, Simulator};
 
 const TOLERANCE: f64 = 0.001;
 
@@ -300,7 +300,7 @@ async fn output_guardrail_once(attempt: u32) -> Timing {
     }
     let scrape = t.m.scrape();
     // Every attribution metric but the token mismatch is here now: lint it.
-    for def in tokentap::metrics::table::ALL
+    for def in tokentap_core::table::ALL
         .iter()
         .filter(|d| crate::scrape::is_attribution(d))
     {

@@ -9,9 +9,9 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
-use tokentap::bench::cells::{self, Profile};
-use tokentap::bench::{accuracy, sweep, systems};
-use tokentap::sim::{Profile as SimProfile, SimArgs, Simulator};
+use tokentap_sim::{Profile as SimProfile, SimArgs, Simulator};
+use tokentap_tools::bench::cells::{self, Profile};
+use tokentap_tools::bench::{accuracy, sweep, systems};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 

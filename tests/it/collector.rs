@@ -11,7 +11,7 @@ use prost::Message;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokentap::sim::wire;
+use tokentap_sim::wire;
 use tokio::io::AsyncWriteExt;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use crate::support::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use tokentap::config::Config;
+use tokentap_proxy::config::Config;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tokentap"))

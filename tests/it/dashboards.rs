@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tokentap::metrics::table::{self, Kind, MetricDef};
+use tokentap_core::table::{self, Kind, MetricDef};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -471,7 +471,7 @@ fn the_compose_file_is_valid_and_references_only_files_that_exist() {
     ] {
         local = local.replace(&format!("//{host}:"), "//127.0.0.1:");
     }
-    tokentap::config::Config::from_yaml(&local, Path::new("."))
+    tokentap_proxy::config::Config::from_yaml(&local, Path::new("."))
         .unwrap_or_else(|e| panic!("config/compose.yaml: {e}"));
 }
 
@@ -514,7 +514,7 @@ fn wait_listening(addr: SocketAddr, what: &str) {
 
 /// `GET path` on Prometheus's HTTP API → the JSON answer.
 async fn prom_get(prom: SocketAddr, path_and_query: &str) -> Value {
-    let r = tokentap::client::send(prom, "GET", path_and_query, &[], b"")
+    let r = tokentap_net::client::send(prom, "GET", path_and_query, &[], b"")
         .await
         .unwrap();
     serde_json::from_slice(&r.body).unwrap_or(Value::Null)

@@ -6,10 +6,10 @@
 
 use crate::support::*;
 use std::time::{Duration, Instant};
-use tokentap::client;
-use tokentap::decode::dialect::Dialect;
-use tokentap::record::{Outcome, Protocol, TokenSource};
-use tokentap::sim::Profile;
+use tokentap_core::decode::dialect::Dialect;
+use tokentap_core::record::{Outcome, Protocol, TokenSource};
+use tokentap_net::client;
+use tokentap_sim::Profile;
 
 /// (name, path, request body, dialect, protocol of a streamed answer).
 fn cases(stream: bool) -> Vec<(&'static str, &'static str, String, Dialect, Protocol)> {

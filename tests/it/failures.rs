@@ -4,9 +4,9 @@
 
 use crate::support::*;
 use std::time::{Duration, Instant};
-use tokentap::client::{self, Flow};
-use tokentap::record::{ErrorType, MeasureError, Outcome};
-use tokentap::sim::Profile;
+use tokentap_core::record::{ErrorType, MeasureError, Outcome};
+use tokentap_net::client::{self, Flow};
+use tokentap_sim::Profile;
 
 async fn in_flight_drains(tap: &Tap) {
     let deadline = Instant::now() + Duration::from_secs(3);

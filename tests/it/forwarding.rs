@@ -8,8 +8,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
-use tokentap::client::{self, Response};
-use tokentap::sim::Profile;
+use tokentap_net::client::{self, Response};
+use tokentap_sim::Profile;
 
 /// Headers a proxy may legitimately rewrite: hop-by-hop framing, and `date`,
 /// which pingora always sets (RFC 9110 §6.6.1 requires a proxy to add one
@@ -113,7 +113,7 @@ async fn byte_exact_over_1200_random_responses() {
         .records
         .all()
         .iter()
-        .all(|r| r.outcome == tokentap::record::Outcome::Ok));
+        .all(|r| r.outcome == tokentap_core::record::Outcome::Ok));
     println!("byte-exact: {streamed} streamed + {plain} non-streamed responses, {bytes} body bytes, 0 mismatches, sha256 of hashes {:x}", all.finalize());
 }
 
@@ -358,7 +358,7 @@ async fn a_large_prompt_is_forwarded_whole_and_read_off_the_forwarding_thread() 
         "messages": messages,
     })
     .to_string();
-    assert!(body.len() > tokentap::record::INLINE_PARSE_BYTES);
+    assert!(body.len() > tokentap_core::record::INLINE_PARSE_BYTES);
     let h = [
         ("content-type", "application/json"),
         ("x-request-id", "big"),

@@ -1,8 +1,8 @@
-//! The reference gateway (`tokentap::sim::gateway`) as the attribution tests
+//! The reference gateway (`tokentap_sim::gateway`) as the attribution tests
 //! use it: on a free loopback port, with a wait for its record of a request.
 
 use std::time::{Duration, Instant};
-pub use tokentap::sim::gateway::{Gateway, GatewayConfig, GatewayTruth};
+pub use tokentap_sim::gateway::{Gateway, GatewayConfig, GatewayTruth};
 
 pub struct TestGateway(Gateway);
 

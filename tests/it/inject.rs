@@ -6,8 +6,8 @@
 
 use crate::support::*;
 use sha2::{Digest, Sha256};
-use tokentap::record::{Outcome, TokenSource};
-use tokentap::sim::Profile;
+use tokentap_core::record::{Outcome, TokenSource};
+use tokentap_sim::Profile;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn injected_usage_is_recorded_and_invisible_to_the_client() {

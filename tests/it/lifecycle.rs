@@ -10,8 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokentap::client;
-use tokentap::sim::Profile;
+use tokentap_net::client;
+use tokentap_sim::Profile;
 
 struct Proc {
     child: Child,

@@ -18,8 +18,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tokentap::correlate::JoinKind;
-use tokentap::sim::Profile;
+use tokentap_core::correlate::JoinKind;
+use tokentap_sim::Profile;
 
 struct Nginx {
     child: Child,
@@ -111,7 +111,10 @@ http {{
     Nginx { child, dir }
 }
 
-async fn through_nginx(buffering: bool, gzip: bool) -> Vec<tokentap::correlate::PairAttribution> {
+async fn through_nginx(
+    buffering: bool,
+    gzip: bool,
+) -> Vec<tokentap_core::correlate::PairAttribution> {
     let engine = sim(Profile {
         ttft_ms: 30.0,
         itl_ms: 15.0,

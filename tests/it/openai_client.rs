@@ -6,8 +6,8 @@
 use crate::support::*;
 use std::path::PathBuf;
 use std::process::Command;
-use tokentap::record::Outcome;
-use tokentap::sim::Profile;
+use tokentap_core::record::Outcome;
+use tokentap_sim::Profile;
 
 /// The Python with `openai` installed: `TOKENTAP_PYTHON`, the Makefile's
 /// `.venv`, or `python3`.

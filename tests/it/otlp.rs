@@ -8,9 +8,9 @@ use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-use tokentap::metrics::otel::prometheus_only;
-use tokentap::metrics::table::{self, Kind};
-use tokentap::sim::Profile;
+use tokentap_core::table::{self, Kind};
+use tokentap_proxy::metrics::otel::prometheus_only;
+use tokentap_sim::Profile;
 
 fn otlp_yaml(collector: std::net::SocketAddr, extra: &str) -> String {
     format!("otlp:\n  endpoint: http://{collector}\n  interval_seconds: 0.2\n  timeout_seconds: 1\n{extra}")
@@ -73,7 +73,7 @@ async fn otlp_metrics_equal_the_scrape_and_spans_follow_the_genai_conventions() 
         ),
     ];
     for (path, body, headers) in &requests {
-        tokentap::client::send(tap.addr, "POST", path, headers, body)
+        tokentap_net::client::send(tap.addr, "POST", path, headers, body)
             .await
             .unwrap();
     }
@@ -421,7 +421,7 @@ async fn canaries_in_prompts_and_credentials_never_leave() {
     let err = drain(Box::new(child.stderr.take().unwrap()));
     let mut child = KillOnDrop(child);
     let deadline = Instant::now() + Duration::from_secs(10);
-    while tokentap::client::send(admin, "GET", "/readyz", &[], b"")
+    while tokentap_net::client::send(admin, "GET", "/readyz", &[], b"")
         .await
         .map(|r| r.status)
         .ok()
@@ -447,7 +447,7 @@ async fn canaries_in_prompts_and_credentials_never_leave() {
             ("cookie", cookie.as_str()),
         ];
         let path = format!("/v1/chat/completions?key={key}&api_key={key}&access_token={key}");
-        let r = tokentap::client::send(tap, "POST", &path, &h, body.as_bytes())
+        let r = tokentap_net::client::send(tap, "POST", &path, &h, body.as_bytes())
             .await
             .unwrap();
         assert_eq!(r.status, 200);
@@ -458,12 +458,12 @@ async fn canaries_in_prompts_and_credentials_never_leave() {
         assert!(Instant::now() < deadline, "nothing exported");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let scrape = tokentap::client::send(admin, "GET", "/metrics", &[], b"")
+    let scrape = tokentap_net::client::send(admin, "GET", "/metrics", &[], b"")
         .await
         .unwrap()
         .body;
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let report = tokentap::client::send(admin, "GET", "/report", &[], b"")
+    let report = tokentap_net::client::send(admin, "GET", "/report", &[], b"")
         .await
         .unwrap();
     assert_eq!(report.status, 200);
@@ -538,7 +538,7 @@ async fn the_standard_environment_variables_configure_otlp() {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
-    while tokentap::client::send(admin, "GET", "/readyz", &[], b"")
+    while tokentap_net::client::send(admin, "GET", "/readyz", &[], b"")
         .await
         .map(|r| r.status)
         .ok()

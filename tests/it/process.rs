@@ -6,8 +6,8 @@ use crate::support::*;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use tokentap::client;
-use tokentap::sim::Profile;
+use tokentap_net::client;
+use tokentap_sim::Profile;
 
 pub(crate) fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();

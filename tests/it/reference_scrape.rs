@@ -14,8 +14,8 @@
 use crate::support::*;
 use std::collections::BTreeSet;
 use std::time::Duration;
-use tokentap::client;
-use tokentap::sim::Profile;
+use tokentap_net::client;
+use tokentap_sim::Profile;
 
 /// Counters whose value depends on wall-clock time, not on the traffic.
 const TIMED_COUNTERS: &[&str] = &["tokentap_engine_scrapes_total"];

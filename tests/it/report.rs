@@ -16,10 +16,10 @@ use crate::support::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use tokentap::analysis::report::read_jsonl;
-use tokentap::analysis::stats::min_samples;
-use tokentap::drive::{DriveArgs, Workload};
-use tokentap::sim::{EngineArgs, Profile};
+use tokentap_core::analysis::report::read_jsonl;
+use tokentap_core::analysis::stats::min_samples;
+use tokentap_sim::{EngineArgs, Profile};
+use tokentap_tools::drive::{DriveArgs, Workload};
 
 const FIXTURE: &str = "tests/fixtures/records/run.jsonl";
 const TESTS: [&str; 10] = [
@@ -189,7 +189,7 @@ fn report_on_the_fixture_has_every_section_and_the_page_opens_in_chromium() {
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
             .collect();
-        for chart in tokentap::report::html::CHARTS {
+        for chart in tokentap_tools::report::html::CHARTS {
             let anchor = format!("id=\"chart-{id}-{chart}\"");
             let at = dom
                 .find(&anchor)
@@ -276,7 +276,7 @@ async fn each_driver_workload_is_recognised_as_its_reference_shape() {
             model: format!("m-{expected}"),
             ..DriveArgs::new(format!("http://{}", rig.tap.addr))
         };
-        let s = tokentap::drive::drive(&args).await.unwrap();
+        let s = tokentap_tools::drive::drive(&args).await.unwrap();
         assert_eq!(s.outcomes.ok, 40, "{expected}: {:?}", s.first_error);
         total += 40;
         let samples = rig.records(total).await;
@@ -284,11 +284,11 @@ async fn each_driver_workload_is_recognised_as_its_reference_shape() {
             .into_iter()
             .filter(|s| s.model.as_deref() == Some(&format!("m-{expected}")))
             .collect();
-        let report = tokentap::analysis::report::build(
+        let report = tokentap_core::analysis::report::build(
             "test",
             &mine,
             0,
-            &tokentap::analysis::AnalysisSettings::default(),
+            &tokentap_core::analysis::AnalysisSettings::default(),
         );
         let w = &report.taps[0].analysis.workload;
         seen.push((expected, w.resembles, w.why.clone()));
@@ -346,7 +346,7 @@ async fn engine_run() -> String {
         seed: 3,
         ..DriveArgs::new(format!("http://{}", rig.tap.addr))
     };
-    let s = tokentap::drive::drive(&args).await.unwrap();
+    let s = tokentap_tools::drive::drive(&args).await.unwrap();
     assert!(s.outcomes.ok > 100, "{:?}", s.first_error);
     for i in 0..12u32 {
         let stall = format!("fault=stall@{}:{}", 4 + i % 10, 150 + 20 * i);

@@ -5,12 +5,12 @@
 use crate::support::*;
 use std::io::Write;
 use std::process::{Command, Stdio};
-use tokentap::client;
-use tokentap::sim::Profile;
+use tokentap_net::client;
+use tokentap_sim::Profile;
 
 /// Metrics that only exist when several taps are joined.
-pub fn is_attribution(def: &tokentap::metrics::table::MetricDef) -> bool {
-    use tokentap::metrics::table::Label;
+pub fn is_attribution(def: &tokentap_core::table::MetricDef) -> bool {
+    use tokentap_core::table::Label;
     def.labels.iter().any(|l| {
         matches!(
             l,
@@ -116,8 +116,8 @@ async fn promtool_accepts_a_scrape_with_every_kind_of_request() {
     // metrics an OTLP export (see `otlp.rs`); window gauges exist only when
     // their figure is available (`analyses.rs`, `report.rs`): the ones this
     // traffic supports are checked below.
-    use tokentap::metrics::table::Kind;
-    for def in tokentap::metrics::table::ALL.iter().filter(|d| {
+    use tokentap_core::table::Kind;
+    for def in tokentap_core::table::ALL.iter().filter(|d| {
         !is_attribution(d) && !d.name.starts_with("tokentap_otlp_") && d.kind != Kind::WindowGauge
     }) {
         assert!(
@@ -277,7 +277,7 @@ fn docs_metrics_md_matches_the_metric_table() {
     );
     let start = doc.find(begin).expect("begin marker") + begin.len();
     let stop = doc.find(end).expect("end marker");
-    let generated = tokentap::metrics::table::render_markdown();
+    let generated = tokentap_core::table::render_markdown();
     if std::env::var_os("TOKENTAP_BLESS").is_some() {
         let updated = format!("{}{}{}", &doc[..start], generated, &doc[stop..]);
         std::fs::write(&path, updated).unwrap();
@@ -285,6 +285,6 @@ fn docs_metrics_md_matches_the_metric_table() {
     }
     assert!(
         doc[start..stop] == generated,
-        "docs/metrics.md is out of date with src/metrics/table.rs: run `TOKENTAP_BLESS=1 cargo test --test it docs_metrics` and review the diff"
+        "docs/metrics.md is out of date with crates/core/src/table/: run `TOKENTAP_BLESS=1 cargo test --test it docs_metrics` and review the diff"
     );
 }

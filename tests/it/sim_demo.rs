@@ -3,7 +3,7 @@
 use crate::support::*;
 use std::process::Command;
 use std::time::Duration;
-use tokentap::sim::{Profile, SimArgs, Simulator};
+use tokentap_sim::{Profile, SimArgs, Simulator};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simulator_writes_one_ground_truth_line_per_request() {

@@ -10,8 +10,8 @@ use crate::support::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokentap::client;
-use tokentap::sim::Profile;
+use tokentap_net::client;
+use tokentap_sim::Profile;
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -28,7 +28,7 @@ fn fds(pid: u32) -> usize {
 
 /// Least-squares slope of (seconds, KiB) in KiB per minute.
 fn slope_per_min(points: &[(f64, f64)]) -> f64 {
-    tokentap::analysis::stats::fit_line(points).map_or(0.0, |f| f.slope * 60.0)
+    tokentap_core::analysis::stats::fit_line(points).map_or(0.0, |f| f.slope * 60.0)
 }
 
 const TOKENS: u32 = 20;

@@ -7,12 +7,12 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokentap::config::Config;
-use tokentap::metrics::TapLabels;
-use tokentap::observe::{EventObserver, Hooks, RecordSink};
-use tokentap::record::{RequestRecord, TokenEvent};
-use tokentap::server::{self, Running};
-use tokentap::sim::{Profile, SimArgs, Simulator};
+use tokentap_core::record::{RequestRecord, TokenEvent};
+use tokentap_proxy::config::Config;
+use tokentap_proxy::metrics::TapLabels;
+use tokentap_proxy::observe::{EventObserver, Hooks, RecordSink};
+use tokentap_proxy::server::{self, Running};
+use tokentap_sim::{Profile, SimArgs, Simulator};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -213,8 +213,8 @@ pub async fn post(
     addr: SocketAddr,
     headers: &[(&str, &str)],
     body: &[u8],
-) -> tokentap::client::Response {
-    tokentap::client::send(addr, "POST", "/v1/chat/completions", headers, body)
+) -> tokentap_net::client::Response {
+    tokentap_net::client::send(addr, "POST", "/v1/chat/completions", headers, body)
         .await
         .unwrap()
 }
@@ -274,15 +274,15 @@ pub fn diff(a: Instant, b: Instant) -> Duration {
 /// Everything the correlator concluded.
 #[derive(Default)]
 pub struct Attributions {
-    resolved: Mutex<Vec<tokentap::correlate::Resolution>>,
+    resolved: Mutex<Vec<tokentap_core::correlate::Resolution>>,
     counts: Mutex<std::collections::HashMap<&'static str, u64>>,
 }
 
-impl tokentap::correlate::AttributionSink for Attributions {
-    fn resolved(&self, r: &tokentap::correlate::Resolution) {
+impl tokentap_core::correlate::AttributionSink for Attributions {
+    fn resolved(&self, r: &tokentap_core::correlate::Resolution) {
         self.resolved.lock().unwrap().push(r.clone());
     }
-    fn counted(&self, result: tokentap::correlate::Joined, n: u64) {
+    fn counted(&self, result: tokentap_core::correlate::Joined, n: u64) {
         *self
             .counts
             .lock()
@@ -302,7 +302,7 @@ impl Attributions {
             .unwrap_or(0)
     }
 
-    pub fn pairs(&self) -> Vec<tokentap::correlate::PairAttribution> {
+    pub fn pairs(&self) -> Vec<tokentap_core::correlate::PairAttribution> {
         self.resolved
             .lock()
             .unwrap()
@@ -317,7 +317,7 @@ impl Attributions {
         outer: &str,
         inner: &str,
         id: &str,
-    ) -> tokentap::correlate::PairAttribution {
+    ) -> tokentap_core::correlate::PairAttribution {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             let found = self.pairs().into_iter().find(|p| {
@@ -334,7 +334,7 @@ impl Attributions {
         }
     }
 
-    pub fn resolution_of(&self, id: &str) -> Option<tokentap::correlate::Resolution> {
+    pub fn resolution_of(&self, id: &str) -> Option<tokentap_core::correlate::Resolution> {
         self.resolved
             .lock()
             .unwrap()

@@ -5,8 +5,8 @@ use crate::support::*;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokentap::record::{ErrorType, Outcome};
-use tokentap::sim::{Profile, SimArgs, Simulator};
+use tokentap_core::record::{ErrorType, Outcome};
+use tokentap_sim::{Profile, SimArgs, Simulator};
 
 /// Writes `ca.pem`, `server.pem`, `server.key` (a leaf for `localhost`) into `dir`.
 fn make_pki(dir: &Path) {

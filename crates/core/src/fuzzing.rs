@@ -1,0 +1,159 @@
+//! Entry points for fuzzing: each takes arbitrary bytes and must never
+//! panic, loop or grow without bound. The cargo-fuzz targets in `fuzz/`
+//! call them under libFuzzer; `make test` runs them over the seed corpus
+//! (`fuzz/corpus/<target>/`) as ordinary tests, so every crash ever found
+//! stays a regression test.
+
+use crate::decode::request::{parse_request_with, Hashes};
+use crate::decode::sse::{SseDecoder, SseLimits};
+use crate::decode::{openai, verdict};
+use crate::record::{Meter, MeterLimits, TransportEnd};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Small caps, so the fuzzer reaches the limits too.
+const LIMITS: SseLimits = SseLimits {
+    max_line_bytes: 4096,
+    max_event_bytes: 8192,
+};
+
+/// Cuts `data` into pieces: each piece's length comes from the byte before
+/// it, so the fuzzer controls the chunking as well as the content.
+fn pieces(data: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = data;
+    std::iter::from_fn(move || {
+        let (&n, tail) = rest.split_first()?;
+        let take = (usize::from(n) % 64 + 1).min(tail.len());
+        let (piece, after) = tail.split_at(take);
+        rest = after;
+        Some(piece)
+    })
+}
+
+/// The SSE decoder, fed in fuzzer-chosen pieces; every event is classified
+/// as the proxy would.
+pub fn sse(data: &[u8]) {
+    let mut d = SseDecoder::new(LIMITS);
+    for piece in pieces(data) {
+        let r = d.feed(piece, &mut |item| {
+            if let crate::decode::sse::SseItem::Event { event, data } = item {
+                let _ = openai::classify_event(event, data);
+            }
+        });
+        if r.is_err() {
+            break;
+        }
+    }
+}
+
+/// The dialect classifiers: an event body, a JSON answer, a guardrail verdict.
+pub fn classify(data: &[u8]) {
+    use crate::decode::dialect::Dialect;
+    for d in [
+        Dialect::OpenAi,
+        Dialect::Responses,
+        Dialect::Anthropic,
+        Dialect::Ollama,
+        Dialect::Tgi,
+    ] {
+        let _ = d.classify_event(b"", data);
+        let _ = d.classify_event(b"error", data);
+        let _ = d.classify_json(data);
+    }
+    let _ = verdict::verdict(data);
+    // Usage injection: the request rewrite and the response stripper.
+    let _ = crate::inject::rewrite(data);
+    let mut s = crate::inject::UsageStripper::default();
+    for piece in pieces(data) {
+        let _ = s.filter(piece, false);
+    }
+    let _ = s.filter(b"", true);
+}
+
+/// The request scanner with every hash on (fingerprint, prompt prefixes)
+/// and the tokenizer estimate of the prompt.
+pub fn request(data: &[u8]) {
+    let _ = parse_request_with(
+        data,
+        Hashes {
+            fingerprint: true,
+            prefixes: true,
+            estimate: Some(crate::decode::tokens::Estimator::new(
+                crate::decode::tokens::Encoding::O200kBase,
+            )),
+        },
+    );
+}
+
+/// A whole request through the `Meter`: the first byte picks the response
+/// kind, the rest is the body in fuzzer-chosen pieces.
+pub fn meter(data: &[u8]) {
+    let Some((&kind, body)) = data.split_first() else {
+        return;
+    };
+    let limits = MeterLimits {
+        request_body_bytes: 4096,
+        json_body_bytes: 8192,
+        sse: LIMITS,
+    };
+    let t0 = Instant::now();
+    let mut m = Meter::new(t0, SystemTime::now(), limits).with_prefixes(true);
+    let req = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    m.request_head("/v1/chat/completions", Some(b"f-1"), Some(req.len() as u64));
+    let _ = m.request_body(req, true);
+    let (ctype, coding): (&[u8], Option<&[u8]>) = match kind % 4 {
+        0 => (b"text/event-stream", None),
+        1 => (b"application/json", None),
+        2 => (b"text/event-stream", Some(b"gzip")),
+        _ => (b"text/plain", None),
+    };
+    m.response_head(t0, 200, Some(ctype), coding, None);
+    let mut at = t0;
+    for piece in pieces(body) {
+        at += Duration::from_micros(100);
+        m.response_body(at, piece, &mut ());
+    }
+    m.response_end(at);
+    let _ = m.finish(at, TransportEnd::Complete);
+}
+
+/// The targets by name (the corpus directory names).
+/// A target's name (its corpus directory) and entry point.
+pub type Target = (&'static str, fn(&[u8]));
+
+pub const TARGETS: [Target; 4] = [
+    ("sse", sse),
+    ("classify", classify),
+    ("request", request),
+    ("meter", meter),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seed_corpus_runs_clean() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus");
+        let mut runs = 0;
+        for (name, target) in TARGETS {
+            let dir = root.join(name);
+            let entries =
+                std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+            for entry in entries {
+                let data = std::fs::read(entry.unwrap().path()).unwrap();
+                target(&data);
+                runs += 1;
+            }
+        }
+        assert!(runs >= 20, "{runs} corpus entries");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(data in proptest::collection::vec(proptest::num::u8::ANY, 0..2048)) {
+            for (_, target) in TARGETS {
+                target(&data);
+            }
+        }
+    }
+}

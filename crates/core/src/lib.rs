@@ -1,0 +1,27 @@
+//! tokentap's pure measuring core: bytes and instants in, values out.
+//!
+//! Owns: the decoders and their shared event vocabulary (`decode`), one
+//! request's measuring state machine and its record (`record`), W3C trace
+//! context (`trace`), usage injection's pure parts (`inject`), the ten
+//! methodology analyses (`analysis`), the correlator's join and attribution
+//! (`correlate`), the canonical metric table (`table`) and its typed label
+//! sets (`labels`), the client limits' head scanner and reasons (`limits`),
+//! and the fuzzing entry points.
+//!
+//! Must not touch: sockets, runtimes, clocks (every instant is an
+//! argument), exporters. This crate's manifest has no pingora, tokio,
+//! prometheus or opentelemetry dependency, and `make test` fails if one
+//! appears in `cargo tree -p tokentap-core`.
+
+pub mod analysis;
+pub mod correlate;
+pub mod decode;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod inject;
+pub mod labels;
+pub mod limits;
+pub mod record;
+pub mod table;
+pub mod tap;
+pub mod trace;

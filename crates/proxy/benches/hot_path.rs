@@ -1,0 +1,109 @@
+//! Criterion micro-benchmarks of the per-chunk path, in ns per event:
+//! the SSE decoder with the OpenAI classifier, and the whole recording path
+//! (`Meter::response_body` into a `TapSink` with real Prometheus
+//! histograms), also with a tiktoken estimate of every event's text
+//! (`estimate_tokens`). `cargo bench --bench hot_path`.
+#![allow(clippy::unwrap_used)] // a benchmark's setup
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use tokentap_core::decode::openai;
+use tokentap_core::decode::sse::{SseDecoder, SseItem, SseLimits};
+use tokentap_core::decode::tokens::{Encoding, Estimator};
+use tokentap_core::record::{Meter, MeterLimits};
+use tokentap_proxy::metrics::{Metrics, TapLabels, TapSink};
+
+const EVENTS: usize = 64;
+
+/// A vLLM-like chunk per event (one token each), then usage and [DONE].
+fn stream() -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = (0..EVENTS)
+        .map(|i| {
+            format!(
+                "data: {{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"tok{i} \"}},\"logprobs\":null,\"finish_reason\":null}}]}}\n\n"
+            )
+            .into_bytes()
+        })
+        .collect();
+    out.push(b"data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":64,\"total_tokens\":74}}\n\ndata: [DONE]\n\n".to_vec());
+    out
+}
+
+fn decode(c: &mut Criterion) {
+    let pieces = stream();
+    let mut g = c.benchmark_group("decode");
+    g.throughput(Throughput::Elements(EVENTS as u64));
+    g.bench_function("sse+classify per event", |b| {
+        b.iter(|| {
+            let mut d = SseDecoder::new(SseLimits {
+                max_line_bytes: 1 << 20,
+                max_event_bytes: 1 << 20,
+            });
+            for p in &pieces {
+                let _ = d.feed(black_box(p), &mut |item| {
+                    if let SseItem::Event { event, data } = item {
+                        let _ = black_box(openai::classify_event(event, data));
+                    }
+                });
+            }
+        })
+    });
+    g.finish();
+}
+
+fn record(c: &mut Criterion) {
+    let pieces = stream();
+    let metrics = Arc::new(Metrics::new(50).unwrap());
+    let labels = TapLabels {
+        tap: "bench".into(),
+        boundary: "engine",
+    };
+    let limits = MeterLimits {
+        request_body_bytes: 4 << 20,
+        json_body_bytes: 16 << 20,
+        sse: SseLimits {
+            max_line_bytes: 1 << 20,
+            max_event_bytes: 1 << 20,
+        },
+    };
+    let req = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+    let mut g = c.benchmark_group("record");
+    g.throughput(Throughput::Elements(EVENTS as u64));
+    for (name, estimator) in [
+        ("meter+metrics per event", None),
+        (
+            "meter+metrics+tiktoken estimate per event",
+            Some(Estimator::new(Encoding::O200kBase)),
+        ),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || {
+                    let t0 = Instant::now();
+                    let mut m = Meter::new(t0, SystemTime::now(), limits).with_estimator(estimator);
+                    m.request_head("/v1/chat/completions", None, Some(req.len() as u64));
+                    let _ = m.request_body(req, true);
+                    m.response_head(t0, 200, Some(b"text/event-stream"), None, None);
+                    let mut sink = TapSink::new(metrics.clone(), labels.clone(), None);
+                    sink.prepare(Some("m"), "chat");
+                    (m, sink, t0)
+                },
+                |(mut m, mut sink, t0)| {
+                    let mut at = t0;
+                    for p in &pieces {
+                        at += Duration::from_micros(20_000);
+                        m.response_body(at, black_box(p), &mut sink);
+                    }
+                    black_box(m)
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, decode, record);
+criterion_main!(benches);

@@ -1,0 +1,28 @@
+//! tokentap's pingora side: everything that touches sockets, runtimes and
+//! exporters, around the pure `tokentap_core`.
+//!
+//! Owns: the validated config (`config`), the tap's thin pingora hooks and
+//! per-request context (`proxy`), the client limits' pingora parts
+//! (`limits`), the sinks a finished request goes to (`observe`, `metrics`,
+//! `otlp`, `recordlog`), the server (`server`), `/metrics` and friends
+//! (`admin`), hot reload (`reload`), and the threads that close analysis
+//! windows and scrape engines (`windows`, `engines`).
+//!
+//! Must not touch: what a number means — decoding, timing definitions,
+//! analyses and attribution live in `tokentap_core`.
+
+pub mod admin;
+pub mod config;
+pub mod engines;
+pub mod limits;
+pub mod metrics;
+pub mod observe;
+pub mod otlp;
+pub mod proxy;
+pub mod recordlog;
+pub mod reload;
+pub mod server;
+pub mod windows;
+
+#[cfg(test)]
+mod alloc_tests;

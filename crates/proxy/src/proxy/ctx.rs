@@ -1,0 +1,163 @@
+//! The per-request context pingora carries between hooks: the `Meter`, the
+//! metrics sink, and the in-flight guard. Also the fail-open wrapper around
+//! per-chunk decoding.
+
+use super::tap::{Tap, TapSettings};
+use crate::config::Boundary;
+use crate::metrics::InFlight as TapInFlight;
+use crate::metrics::TapSink;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use tokentap_core::analysis::live::TapLive;
+use tokentap_core::analysis::tenant::tenant_of;
+use tokentap_core::decode::request::{self, NotJson, RequestInfo};
+use tokentap_core::record::Meter;
+use tokentap_core::trace::{TraceMode, TraceParent};
+
+pub struct RequestCtx {
+    /// The tap's settings as they were when the request arrived.
+    pub settings: Arc<TapSettings>,
+    pub meter: Meter,
+    pub sink: TapSink,
+    /// Set once the record was emitted (guards against a second `logging`).
+    pub finished: bool,
+    /// Refused by a client limit: counted, not measured.
+    pub rejected: bool,
+    /// The tap measures (`measure: true`); else the hooks only forward.
+    pub measure: bool,
+    /// A large request body being parsed on the blocking pool.
+    pending_request: Option<tokio::task::JoinHandle<Result<RequestInfo, NotJson>>>,
+    /// A `traceparent` this tap created, to add to the upstream request.
+    pub inject_trace: Option<TraceParent>,
+    /// The request body with `include_usage` added (usage injection).
+    pub injected_body: Option<bytes::Bytes>,
+    /// Cuts the usage chunk the injection caused from the response.
+    pub stripper: Option<tokentap_core::inject::UsageStripper>,
+    /// The live analyses' in-flight level when this request arrived.
+    level: u32,
+    /// Keeps this request's trace open in the correlator while it runs
+    /// (dropped after `logging` submitted the record).
+    open_trace: Option<tokentap_core::correlate::OpenTrace>,
+    _in_flight: InFlight,
+}
+
+/// Decrements the in-flight gauge (and the live analyses' count) when the
+/// request's context goes away, whatever path it took.
+struct InFlight(TapInFlight, Option<Arc<TapLive>>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.add(-1);
+        if let Some(live) = &self.1 {
+            live.end(unix_ms(SystemTime::now()));
+        }
+    }
+}
+
+/// Wall-clock milliseconds (the analyses' time base).
+fn unix_ms(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1e3)
+        .unwrap_or_default()
+}
+
+impl RequestCtx {
+    pub fn new(tap: &Tap, now: Instant) -> Self {
+        tap.in_flight.add(1);
+        let wall = SystemTime::now();
+        let live = tap.analysis.live.clone();
+        let level = live.as_ref().map_or(0, |l| l.start(unix_ms(wall)));
+        let settings = tap.settings();
+        let mut sink = TapSink::new(
+            tap.metrics.clone(),
+            tap.labels.clone(),
+            tap.hooks.observer.clone(),
+        );
+        sink.keep_offsets(tap.event_cap());
+        let meter = Meter::new(now, wall, settings.config.limits)
+            .with_fingerprint(tap.correlator.is_some())
+            .with_prefixes(tap.analysis.on())
+            .with_verdict(settings.config.boundary == Boundary::Guardrail)
+            .with_dialect(settings.config.dialect)
+            .with_estimator(settings.config.estimator);
+        let measure = settings.config.measure;
+        RequestCtx {
+            meter,
+            sink,
+            settings,
+            finished: false,
+            rejected: false,
+            measure,
+            pending_request: None,
+            inject_trace: None,
+            injected_body: None,
+            stripper: None,
+            level,
+            open_trace: None,
+            _in_flight: InFlight(tap.in_flight.clone(), live),
+        }
+    }
+
+    /// Reads the request's tenant (when analyses are on) and hands it, with
+    /// the in-flight level, to the meter.
+    pub fn load_context<'a>(&mut self, tap: &Tap, get: impl Fn(&str) -> Option<&'a [u8]>) {
+        if let Some(source) = &tap.analysis.tenant {
+            self.meter
+                .set_load_context(tenant_of(source, get), self.level);
+        }
+    }
+
+    /// Reads the request's `traceparent` (or creates one) as the tap's mode
+    /// says; a created one is added to the upstream request.
+    pub fn trace(&mut self, tap: &Tap, header: Option<&[u8]>) {
+        let mode = self.settings.config.trace;
+        let incoming = match mode {
+            TraceMode::Off => None,
+            _ => header.and_then(TraceParent::parse),
+        };
+        let trace = match (incoming, mode) {
+            (None, TraceMode::Create) => {
+                let t = TraceParent::generate();
+                self.inject_trace = Some(t);
+                Some(t)
+            }
+            (t, _) => t,
+        };
+        if let (Some(c), Some(t)) = (&tap.correlator, trace) {
+            self.open_trace = Some(c.open(t.trace_id));
+        }
+        self.meter.set_trace(trace, self.inject_trace.is_some());
+    }
+
+    /// A piece of the request body. A large complete body is parsed on the
+    /// blocking pool, so the tap's thread keeps relaying other streams.
+    pub fn request_body(&mut self, piece: &[u8], end: bool) {
+        if let Some(body) = self.meter.request_body(piece, end) {
+            let hashes = self.meter.hashes();
+            self.pending_request = Some(tokio::task::spawn_blocking(move || {
+                request::parse_request_with(&body, hashes)
+            }));
+        }
+    }
+
+    /// Takes the result of a request parse that ran elsewhere, if any (the
+    /// next async hook after the body: response headers, or the end).
+    pub async fn collect_request(&mut self) {
+        if let Some(handle) = self.pending_request.take() {
+            // A panic inside the parse counts as an unreadable body.
+            self.meter.set_request(handle.await.unwrap_or(Err(NotJson)));
+        }
+    }
+
+    /// Feeds one response piece to the decoder. A panic inside decoding is
+    /// caught: measurement stops for this request (`decoder_panic`), the
+    /// bytes flow on.
+    pub fn response_body(&mut self, at: Instant, piece: &[u8]) {
+        let (meter, sink) = (&mut self.meter, &mut self.sink);
+        let result = catch_unwind(AssertUnwindSafe(|| meter.response_body(at, piece, sink)));
+        if result.is_err() {
+            self.meter.poison();
+        }
+    }
+}

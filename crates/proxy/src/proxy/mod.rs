@@ -1,0 +1,328 @@
+//! The pingora side: `TapProxy` implements `ProxyHttp` with thin hooks that
+//! timestamp, hand bytes to the `Meter` and never touch what is forwarded.
+//!
+//! The one change toward the upstream is `Accept-Encoding: identity` (on by
+//! default, per tap) so bodies can be read; request bodies are copied (capped)
+//! as they pass, never held — except with usage injection (opt-in per tap,
+//! `tokentap_core::inject`), where a small streaming request body is read whole in
+//! `request_filter`, rewritten, and the usage chunk it causes is cut in
+//! `response_body_filter`. The one change of pingora's own behaviour is the
+//! workaround for pingora #935 (an empty final request-body piece from an h2
+//! client would be written as a second chunked terminator).
+//!
+//! Hook order for one request: `new_ctx` (t0) → `early_request_filter`
+//! (path, request id) → `request_filter` (usage injection) →
+//! `upstream_peer` → `upstream_request_filter` →
+//! `request_body_filter`* → `upstream_response_filter` (TTFB) →
+//! `upstream_response_body_filter`* (every chunk: one clock read, decode) →
+//! `logging` (close the record, emit it).
+
+mod ctx;
+pub mod errors;
+mod tap;
+pub mod upstream_io;
+
+pub use ctx::RequestCtx;
+pub use tap::{Tap, TapAnalysis, TapSettings};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::proxy::{ProxyHttp, Session};
+use pingora::upstreams::peer::HttpPeer;
+use pingora::{Error, ErrorSource, Result};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokentap_core::limits::{self, HeadSize, RejectReason};
+
+/// The proxy of one tap.
+pub struct TapProxy {
+    tap: Arc<Tap>,
+}
+
+impl TapProxy {
+    pub fn new(tap: Arc<Tap>) -> Self {
+        TapProxy { tap }
+    }
+}
+
+fn header<'a>(h: &'a http::HeaderMap, name: &str) -> Option<&'a [u8]> {
+    h.get(name).map(|v| v.as_bytes())
+}
+
+fn content_length(h: &http::HeaderMap) -> Option<u64> {
+    header(h, "content-length")
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The request head as the size limits count it.
+fn head_size(req: &RequestHeader) -> HeadSize {
+    HeadSize::of(
+        req.method.as_str(),
+        req.raw_path().len(),
+        req.headers
+            .iter()
+            .map(|(name, value)| (name.as_str().len(), value.len())),
+    )
+}
+
+impl TapProxy {
+    /// Applies the tap's client limits to a request that just arrived: the
+    /// keep-alive and write timeouts, then the head-size and stream caps.
+    /// `Some(reason)`: refuse it.
+    fn admit(&self, session: &mut Session, ctx: &RequestCtx) -> Option<RejectReason> {
+        let limits = &ctx.settings.config.clients;
+        // pingora keeps an HTTP/1.1 connection alive for ever unless told;
+        // `None` (close after this request: shutdown, `Connection: close`)
+        // stays.
+        if session.get_keepalive().is_some() {
+            session.set_keepalive(Some(limits.keepalive.as_secs().max(1)));
+        }
+        session.set_write_timeout(Some(limits.write_timeout));
+        if let Some(reason) = limits::check_head(&head_size(session.req_header()), limits) {
+            return Some(reason);
+        }
+        // In flight includes this request.
+        let over = limits
+            .max_streams
+            .is_some_and(|max| self.tap.in_flight.get() > max as i64);
+        over.then_some(RejectReason::TooManyStreams)
+    }
+
+    /// Usage injection: reads an eligible request's body whole (pingora
+    /// keeps it in its retry buffer and sends that upstream) and keeps the
+    /// rewritten body for `request_body_filter`.
+    async fn prepare_injection(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
+        use tokentap_core::inject::{eligibility, Eligibility};
+        let req = session.req_header();
+        match eligibility(
+            req.method == http::Method::POST,
+            ctx.meter.dialect(),
+            ctx.meter.operation(),
+            content_length(&req.headers),
+            req.headers.contains_key(http::header::TRANSFER_ENCODING),
+        ) {
+            Eligibility::NotApplicable => return Ok(()),
+            Eligibility::TooLarge => {
+                self.tap.injection("too_large");
+                return Ok(());
+            }
+            Eligibility::Read => {}
+        }
+        session.enable_retry_buffering();
+        while session.read_request_body().await?.is_some() {}
+        let Some(body) = session.get_retry_buffer() else {
+            self.tap.injection("too_large");
+            return Ok(());
+        };
+        match tokentap_core::inject::rewrite(&body) {
+            Ok(new) => {
+                ctx.injected_body = Some(Bytes::from(new));
+                self.tap.injection("injected");
+            }
+            Err(skip) => self.tap.injection(skip.as_str()),
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ProxyHttp for TapProxy {
+    type CTX = RequestCtx;
+
+    fn new_ctx(&self) -> RequestCtx {
+        RequestCtx::new(&self.tap, Instant::now())
+    }
+
+    async fn early_request_filter(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        if let Some(reason) = self.admit(session, ctx) {
+            ctx.rejected = true;
+            self.tap.rejected(reason);
+            return Err(Error::explain(
+                pingora::ErrorType::HTTPStatus(reason.status()),
+                reason.as_str(),
+            ));
+        }
+        if !ctx.measure {
+            return Ok(());
+        }
+        let req = session.req_header();
+        let id = header(&req.headers, "x-request-id");
+        let traceparent = header(&req.headers, "traceparent");
+        ctx.meter
+            .request_head(req.uri.path(), id, content_length(&req.headers));
+        ctx.sink
+            .set_request_id(id.and_then(|v| std::str::from_utf8(v).ok()));
+        ctx.trace(&self.tap, traceparent);
+        ctx.load_context(&self.tap, |name| header(&req.headers, name));
+        Ok(())
+    }
+
+    async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        if ctx.measure && ctx.settings.config.inject_usage {
+            self.prepare_injection(session, ctx).await?;
+        }
+        Ok(false)
+    }
+
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<Box<HttpPeer>> {
+        Ok(Box::new(ctx.settings.peer()))
+    }
+
+    async fn upstream_request_filter(
+        &self,
+        _session: &mut Session,
+        upstream_request: &mut RequestHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        if ctx.measure && ctx.settings.config.accept_encoding_identity {
+            upstream_request.insert_header(http::header::ACCEPT_ENCODING, "identity")?;
+        }
+        if let Some(t) = ctx.inject_trace {
+            upstream_request.insert_header("traceparent", t.to_string())?;
+        }
+        if let Some(b) = &ctx.injected_body {
+            upstream_request.insert_header(http::header::CONTENT_LENGTH, b.len().to_string())?;
+        }
+        Ok(())
+    }
+
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        if end_of_stream && body.as_ref().is_some_and(Bytes::is_empty) {
+            *body = None; // pingora #935: avoid a second `0\r\n\r\n` upstream
+        }
+        if ctx.measure {
+            ctx.request_body(body.as_deref().unwrap_or_default(), end_of_stream);
+        }
+        // The client's body was measured; the upstream gets the rewritten
+        // one (the whole body arrives here at once, from the retry buffer,
+        // again on a retry).
+        if let Some(new) = &ctx.injected_body {
+            *body = end_of_stream.then(|| new.clone());
+        }
+        Ok(())
+    }
+
+    async fn upstream_response_filter(
+        &self,
+        _session: &mut Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        if resp.status.is_informational() || !ctx.measure {
+            return Ok(());
+        }
+        let now = Instant::now();
+        ctx.collect_request().await;
+        ctx.sink
+            .prepare(ctx.meter.requested_model(), ctx.meter.operation().as_str());
+        let h = &resp.headers;
+        let sse = header(h, "content-type").is_some_and(|ct| {
+            tokentap_core::decode::BodyKind::from_content_type(ct)
+                == tokentap_core::decode::BodyKind::Sse
+        });
+        if ctx.settings.config.inject_usage
+            && ctx.injected_body.is_some()
+            && resp.status.is_success()
+            && sse
+        {
+            ctx.stripper = Some(tokentap_core::inject::UsageStripper::default());
+        }
+        ctx.meter.response_head(
+            now,
+            resp.status.as_u16(),
+            header(h, "content-type"),
+            header(h, "content-encoding"),
+            content_length(h),
+        );
+        Ok(())
+    }
+
+    fn upstream_response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<Option<Duration>> {
+        if !ctx.measure {
+            return Ok(None);
+        }
+        let now = Instant::now();
+        if let Some(piece) = body.as_deref().filter(|b| !b.is_empty()) {
+            ctx.response_body(now, piece);
+        }
+        if end_of_stream {
+            ctx.meter.response_end(now);
+        }
+        Ok(None)
+    }
+
+    fn response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<Option<Duration>> {
+        let Some(stripper) = ctx.stripper.as_mut() else {
+            return Ok(None);
+        };
+        let piece = body.as_deref().unwrap_or_default();
+        if let tokentap_core::inject::Out::Bytes(b) = stripper.filter(piece, end_of_stream) {
+            *body = (!b.is_empty()).then(|| Bytes::from(b));
+        }
+        if end_of_stream {
+            if let Some(result) = stripper.result() {
+                self.tap.injection(result);
+            }
+            ctx.stripper = None;
+        }
+        Ok(None)
+    }
+
+    async fn logging(&self, _session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
+        // A refused request was counted as such; it is no measurement.
+        if std::mem::replace(&mut ctx.finished, true) || ctx.rejected || !ctx.measure {
+            return;
+        }
+        let now = Instant::now();
+        ctx.collect_request().await;
+        let record = ctx.meter.finish(now, errors::classify(e));
+        let model = ctx
+            .sink
+            .model_label(record.model(), record.operation.as_str());
+        let offsets = ctx.sink.take_offsets();
+        self.tap
+            .emit(&model, &record, offsets, ctx.settings.config.hop.clone());
+    }
+
+    fn suppress_error_log(&self, _session: &Session, ctx: &RequestCtx, e: &Error) -> bool {
+        // Client disconnects are normal for LLM streams and are counted as
+        // `client_cancelled`; refusals are counted in `tokentap_rejected_total`.
+        // Logging each at error level would drown the log.
+        ctx.rejected || *e.esource() == ErrorSource::Downstream
+    }
+
+    fn request_summary(&self, session: &Session, _ctx: &RequestCtx) -> String {
+        // pingora's default includes the query string, which may carry
+        // credentials (`?key=`): log the method and path only.
+        let req = session.req_header();
+        format!("{} {}", req.method, req.uri.path())
+    }
+}
