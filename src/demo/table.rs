@@ -85,7 +85,7 @@ impl Snapshot {
     pub fn take(registry: &Registry, tap: &str) -> Snapshot {
         let fams = registry.gather();
         let mut hists = HashMap::new();
-        for def in [&table::TTFT, &table::ITL, &table::TPOT] {
+        for def in [&table::TTFT.def, &table::ITL.def, &table::TPOT.def] {
             let mut h = Hist {
                 bounds: def.buckets.to_vec(),
                 cumulative: vec![0; def.buckets.len()],
@@ -108,7 +108,11 @@ impl Snapshot {
             hists.insert(def.name, h);
         }
         let mut values = HashMap::new();
-        for def in [&table::REQUESTS, &table::OUTPUT_TOKENS, &table::IN_FLIGHT] {
+        for def in [
+            &table::REQUESTS.def,
+            &table::OUTPUT_TOKENS.def,
+            &table::IN_FLIGHT.def,
+        ] {
             let mut v = 0.0;
             for m in family(&fams, def.name)
                 .map(|f| f.get_metric())

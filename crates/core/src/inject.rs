@@ -23,18 +23,31 @@ use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-/// Every value of the `result` label of `tokentap_usage_injection_total`.
-pub const RESULTS: [&str; 7] = [
-    "injected",
-    "stripped",
-    "not_streaming",
-    "already_requested",
-    "not_json",
-    "too_large",
-    "strip_failed",
-];
+crate::labels::label_enum! {
+    /// What usage injection did with a request (the `result` label of
+    /// `tokentap_usage_injection_total`).
+    pub enum InjectResult {
+        /// `stream_options.include_usage` added, Content-Length corrected.
+        Injected = "injected",
+        /// The usage-only chunk the injection caused was cut from the
+        /// client's stream.
+        Stripped = "stripped",
+        /// Left as is: not `"stream": true`.
+        NotStreaming = "not_streaming",
+        /// Left as is: it already asked for usage.
+        AlreadyRequested = "already_requested",
+        /// Left as is: the body is not a JSON object (or `stream_options`
+        /// is not one).
+        NotJson = "not_json",
+        /// Left as is: no Content-Length, chunked, or over `MAX_BODY`.
+        TooLarge = "too_large",
+        /// A response event outgrew the stripper's hold: the client saw the
+        /// usage chunk.
+        StripFailed = "strip_failed",
+    }
+}
 
-/// Why a request was left as it was.
+/// Why a request was left as it was (a subset of `InjectResult`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Skip {
     /// Not `"stream": true`.
@@ -46,11 +59,11 @@ pub enum Skip {
 }
 
 impl Skip {
-    pub fn as_str(self) -> &'static str {
+    pub fn result(self) -> InjectResult {
         match self {
-            Skip::NotStream => "not_streaming",
-            Skip::AlreadyAsked => "already_requested",
-            Skip::NotJson => "not_json",
+            Skip::NotStream => InjectResult::NotStreaming,
+            Skip::AlreadyAsked => InjectResult::AlreadyRequested,
+            Skip::NotJson => InjectResult::NotJson,
         }
     }
 }
@@ -184,11 +197,11 @@ pub enum Out {
 impl UsageStripper {
     /// What the stripper did, as a `result` label value (`None`: the
     /// stream had no usage-only event to cut).
-    pub fn result(&self) -> Option<&'static str> {
+    pub fn result(&self) -> Option<InjectResult> {
         if self.gave_up {
-            Some("strip_failed")
+            Some(InjectResult::StripFailed)
         } else if self.stripped {
-            Some("stripped")
+            Some(InjectResult::Stripped)
         } else {
             None
         }

@@ -58,7 +58,7 @@ fn record(c: &mut Criterion) {
     let metrics = Arc::new(Metrics::new(50).unwrap());
     let labels = TapLabels {
         tap: "bench".into(),
-        boundary: "engine",
+        boundary: tokentap_core::tap::Boundary::Engine,
     };
     let limits = MeterLimits {
         request_body_bytes: 4 << 20,
@@ -87,7 +87,7 @@ fn record(c: &mut Criterion) {
                     let _ = m.request_body(req, true);
                     m.response_head(t0, 200, Some(b"text/event-stream"), None, None);
                     let mut sink = TapSink::new(metrics.clone(), labels.clone(), None);
-                    sink.prepare(Some("m"), "chat");
+                    sink.prepare(Some("m"), tokentap_core::decode::Operation::Chat);
                     (m, sink, t0)
                 },
                 |(mut m, mut sink, t0)| {

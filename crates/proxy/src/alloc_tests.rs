@@ -65,7 +65,7 @@ fn per_chunk_allocations(metrics: Metrics) {
     let metrics = Arc::new(metrics);
     let tap = TapLabels {
         tap: Arc::from("t"),
-        boundary: "engine",
+        boundary: tokentap_core::tap::Boundary::Engine,
     };
     let mut sink = TapSink::new(metrics.clone(), tap, None);
     let t0 = Instant::now();

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokentap_core::analysis::engines::{parse, EngineAcc, EngineWindow};
 use tokentap_core::analysis::live::EngineSource;
+use tokentap_core::labels::{EngineScrape, ScrapeResult};
 use tokentap_core::table;
 
 /// A scrape that takes longer than this is abandoned.
@@ -28,8 +29,12 @@ impl Scraper {
     /// or the last handle is dropped.
     pub fn start(engines: Vec<EngineConfig>, metrics: Arc<Metrics>) -> std::io::Result<Arc<Self>> {
         for e in &engines {
-            for result in ["ok", "error"] {
-                metrics.add(&table::ENGINE_SCRAPES, &[&e.name, result], 0);
+            for result in ScrapeResult::ALL {
+                let labels = EngineScrape {
+                    engine: e.name.as_str().into(),
+                    result,
+                };
+                metrics.touch(&table::ENGINE_SCRAPES, &labels);
             }
         }
         let s = Arc::new(Scraper {
@@ -70,9 +75,16 @@ impl Scraper {
                             false
                         }
                     };
-                    let result = if ok { "ok" } else { "error" };
-                    s.metrics
-                        .add(&table::ENGINE_SCRAPES, &[&cfg.name, result], 1);
+                    let result = if ok {
+                        ScrapeResult::Ok
+                    } else {
+                        ScrapeResult::Error
+                    };
+                    let labels = EngineScrape {
+                        engine: cfg.name.as_str().into(),
+                        result,
+                    };
+                    s.metrics.add(&table::ENGINE_SCRAPES, &labels, 1);
                 }
                 drop(s);
                 tokio::time::sleep(Duration::from_millis(100)).await;

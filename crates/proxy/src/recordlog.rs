@@ -37,9 +37,8 @@ impl RecordLog {
         let file = open_append(&cfg.path)?;
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         let (tx, rx) = mpsc::sync_channel(QUEUE);
-        let labels = [&*tap.tap, tap.boundary];
-        for def in [&table::RECORD_LOG_LINES, &table::RECORD_LOG_DROPPED] {
-            metrics.add(def, &labels, 0);
+        for m in [&table::RECORD_LOG_LINES, &table::RECORD_LOG_DROPPED] {
+            metrics.touch(m, &tap);
         }
         let writer = Writer {
             path: cfg.path.clone(),
@@ -61,11 +60,7 @@ impl RecordLog {
     pub fn write(&self, sample: Sample) {
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(sample)
         {
-            self.metrics.add(
-                &table::RECORD_LOG_DROPPED,
-                &[&*self.tap.tap, self.tap.boundary],
-                1,
-            );
+            self.metrics.add(&table::RECORD_LOG_DROPPED, &self.tap, 1);
         }
     }
 }
@@ -113,12 +108,11 @@ impl Writer {
             buf.push(b'\n');
             self.append(buf).is_ok()
         };
-        let labels = [&*self.tap.tap, self.tap.boundary];
         if ok {
-            self.metrics.add(&table::RECORD_LOG_LINES, &labels, 1);
+            self.metrics.add(&table::RECORD_LOG_LINES, &self.tap, 1);
             self.failing = false;
         } else {
-            self.metrics.add(&table::RECORD_LOG_DROPPED, &labels, 1);
+            self.metrics.add(&table::RECORD_LOG_DROPPED, &self.tap, 1);
             if !self.failing {
                 tracing::warn!(path = %self.path.display(), "record log: cannot write; dropping lines");
             }
@@ -195,7 +189,7 @@ mod tests {
         let metrics = Arc::new(Metrics::new(5).unwrap());
         let tap = TapLabels {
             tap: Arc::from("t"),
-            boundary: "engine",
+            boundary: tokentap_core::tap::Boundary::Engine,
         };
         let cfg = RecordLogConfig {
             path: path.clone(),

@@ -14,6 +14,7 @@ use crate::proxy::Tap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokentap_core::labels::{NoLabels, Reload, ReloadResult};
 use tokentap_core::table;
 
 /// What a new config changes.
@@ -121,11 +122,11 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub fn result(&self) -> &'static str {
+    pub fn result(&self) -> ReloadResult {
         match self {
-            Outcome::Applied { .. } => "applied",
-            Outcome::Unchanged { .. } => "unchanged",
-            Outcome::Rejected(_) => "rejected",
+            Outcome::Applied { .. } => ReloadResult::Applied,
+            Outcome::Unchanged { .. } => ReloadResult::Unchanged,
+            Outcome::Rejected(_) => ReloadResult::Rejected,
         }
     }
 }
@@ -133,8 +134,8 @@ impl Outcome {
 /// Creates the reload series: the load at startup counts as the last
 /// success.
 pub fn register(metrics: &Metrics) {
-    for r in ["applied", "unchanged", "rejected"] {
-        metrics.add(&table::CONFIG_RELOADS, &[r], 0);
+    for result in ReloadResult::ALL {
+        metrics.touch(&table::CONFIG_RELOADS, &Reload { result });
     }
     mark_success(metrics, 0);
 }
@@ -143,10 +144,10 @@ fn mark_success(metrics: &Metrics, restart_pending: usize) {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-    metrics.set_int(&table::CONFIG_LAST_SUCCESS, &[], now);
+    metrics.set_int(&table::CONFIG_LAST_SUCCESS, &NoLabels {}, now);
     metrics.set_int(
         &table::CONFIG_RESTART_PENDING,
-        &[],
+        &NoLabels {},
         i64::try_from(restart_pending).unwrap_or(i64::MAX),
     );
 }
@@ -180,8 +181,9 @@ impl Reloader {
             Err(e) => Outcome::Rejected(e.to_string()),
             Ok(new) => self.apply(new),
         };
+        let result = outcome.result();
         self.metrics
-            .add(&table::CONFIG_RELOADS, &[outcome.result()], 1);
+            .add(&table::CONFIG_RELOADS, &Reload { result }, 1);
         let restart = match &outcome {
             Outcome::Rejected(why) => {
                 tracing::error!(path = %self.path.display(), "config reload rejected, the running config stays: {why}");

@@ -143,7 +143,7 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
     for (i, tap_cfg) in config.taps.iter().enumerate() {
         let labels = crate::metrics::TapLabels {
             tap: tap_cfg.name.clone(),
-            boundary: tap_cfg.boundary.as_str(),
+            boundary: tap_cfg.boundary,
         };
         let record_log =
             match &tap_cfg.record_log {

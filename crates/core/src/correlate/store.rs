@@ -39,38 +39,19 @@ pub struct CorrelationConfig {
     pub buffered_share: f64,
 }
 
-/// What happened to a record, once (the `result` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Joined {
-    /// In a group of two or more, by trace id.
-    Trace,
-    /// In a group of two or more, added by fingerprint.
-    Fingerprint,
-    /// Alone: no other tap saw the same request.
-    Unjoined,
-    /// Several groups matched its fingerprint: left alone.
-    Ambiguous,
-    /// Dropped to keep memory bounded.
-    Evicted,
-}
-
-impl Joined {
-    pub const ALL: [Joined; 5] = [
-        Joined::Trace,
-        Joined::Fingerprint,
-        Joined::Unjoined,
-        Joined::Ambiguous,
-        Joined::Evicted,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Joined::Trace => "joined_trace",
-            Joined::Fingerprint => "joined_fingerprint",
-            Joined::Unjoined => "unjoined",
-            Joined::Ambiguous => "ambiguous",
-            Joined::Evicted => "evicted",
-        }
+crate::labels::label_enum! {
+    /// What happened to a record, once (the `result` label).
+    pub enum Joined {
+        /// In a group of two or more, by trace id.
+        Trace = "joined_trace",
+        /// In a group of two or more, added by fingerprint.
+        Fingerprint = "joined_fingerprint",
+        /// Alone: no other tap saw the same request.
+        Unjoined = "unjoined",
+        /// Several groups matched its fingerprint: left alone.
+        Ambiguous = "ambiguous",
+        /// Dropped to keep memory bounded.
+        Evicted = "evicted",
     }
 }
 

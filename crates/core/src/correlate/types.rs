@@ -84,24 +84,15 @@ pub struct PairAttribution {
     pub token_mismatch: Option<i64>,
 }
 
-/// Which part of a request a guardrail call belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Phase {
-    /// Before the engine request (input guardrails).
-    Input,
-    /// During or after the engine stream (output guardrails).
-    Output,
-    /// The call could not be placed (not joined to a request).
-    Unknown,
-}
-
-impl Phase {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Phase::Input => "input",
-            Phase::Output => "output",
-            Phase::Unknown => "unknown",
-        }
+crate::labels::label_enum! {
+    /// Which part of a request a guardrail call belongs to.
+    pub enum Phase {
+        /// Before the engine request (input guardrails).
+        Input = "input",
+        /// During or after the engine stream (output guardrails).
+        Output = "output",
+        /// The call could not be placed (not joined to a request).
+        Unknown = "unknown",
     }
 }
 

@@ -27,18 +27,20 @@ pub mod tgi;
 pub mod tokens;
 pub mod verdict;
 
-/// The GenAI operation of a request, from its path. Bounded: everything that
-/// is not a known LLM endpoint is `Other` (and is forwarded, counted, never
-/// decoded).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Operation {
-    /// `/v1/chat/completions` (any prefix).
-    Chat,
-    /// `/v1/completions` (any prefix), Ollama's `/api/generate`, TGI.
-    TextCompletion,
-    /// `/v1/embeddings`: no stream, input tokens and E2E.
-    Embeddings,
-    Other,
+crate::labels::label_enum! {
+    /// The GenAI operation of a request, from its path; its label value is
+    /// the OpenTelemetry `gen_ai.operation.name`. Bounded: everything that
+    /// is not a known LLM endpoint is `Other` (and is forwarded, counted,
+    /// never decoded).
+    pub enum Operation {
+        /// `/v1/chat/completions` (any prefix).
+        Chat = "chat",
+        /// `/v1/completions` (any prefix), Ollama's `/api/generate`, TGI.
+        TextCompletion = "text_completion",
+        /// `/v1/embeddings`: no stream, input tokens and E2E.
+        Embeddings = "embeddings",
+        Other = "other",
+    }
 }
 
 impl Operation {
@@ -48,16 +50,7 @@ impl Operation {
         dialect::route(path).0
     }
 
-    /// The OpenTelemetry `gen_ai.operation.name` value (also the `operation` label).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::Chat => "chat",
-            Operation::TextCompletion => "text_completion",
-            Operation::Embeddings => "embeddings",
-            Operation::Other => "other",
-        }
-    }
-
+    /// An LLM call (decoded and timed), not anything else on the path.
     pub fn is_llm(self) -> bool {
         !matches!(self, Operation::Other)
     }

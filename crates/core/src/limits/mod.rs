@@ -65,39 +65,20 @@ pub enum Reject {
     Close,
 }
 
-/// Why tokentap refused a request or a connection (label `reason` of
-/// `tokentap_rejected_total`). Bounded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RejectReason {
-    HeaderTimeout,
-    HeaderTooLarge,
-    TooManyHeaders,
-    UriTooLong,
-    TooManyConnections,
-    TooManyStreams,
+crate::labels::label_enum! {
+    /// Why tokentap refused a request or a connection (label `reason` of
+    /// `tokentap_rejected_total`). Bounded.
+    pub enum RejectReason {
+        HeaderTimeout = "header_timeout",
+        HeaderTooLarge = "header_too_large",
+        TooManyHeaders = "too_many_headers",
+        UriTooLong = "uri_too_long",
+        TooManyConnections = "too_many_connections",
+        TooManyStreams = "too_many_streams",
+    }
 }
 
 impl RejectReason {
-    pub const ALL: [RejectReason; 6] = [
-        RejectReason::HeaderTimeout,
-        RejectReason::HeaderTooLarge,
-        RejectReason::TooManyHeaders,
-        RejectReason::UriTooLong,
-        RejectReason::TooManyConnections,
-        RejectReason::TooManyStreams,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RejectReason::HeaderTimeout => "header_timeout",
-            RejectReason::HeaderTooLarge => "header_too_large",
-            RejectReason::TooManyHeaders => "too_many_headers",
-            RejectReason::UriTooLong => "uri_too_long",
-            RejectReason::TooManyConnections => "too_many_connections",
-            RejectReason::TooManyStreams => "too_many_streams",
-        }
-    }
-
     /// The status a client gets (a timed-out head gets none: the connection
     /// is closed).
     pub fn status(self) -> u16 {

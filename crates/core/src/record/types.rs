@@ -6,47 +6,26 @@ use crate::decode::Operation;
 use crate::trace::TraceParent;
 use std::time::{Duration, Instant, SystemTime};
 
-/// How a request ended, as the `outcome` label says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Outcome {
-    /// Complete, measured.
-    Ok,
-    /// The client went away before the response was complete.
-    ClientCancelled,
-    /// The upstream gave no usable response (connect, TLS, reset or close
-    /// before the response headers, invalid HTTP) or reported an error
-    /// inside the stream.
-    UpstreamError,
-    /// The response started but ended early: the connection closed or reset
-    /// mid-body, an idle timeout, or a clean end without the stream's
-    /// terminator (`data: [DONE]` and no `finish_reason`).
-    UpstreamTruncated,
-    /// A complete response with status 400 or above.
-    HttpError,
-    /// Complete as far as the transport goes, but tokentap could not measure
-    /// it (see `MeasureError`).
-    Unmeasured,
-}
-
-impl Outcome {
-    pub const ALL: [Outcome; 6] = [
-        Outcome::Ok,
-        Outcome::ClientCancelled,
-        Outcome::UpstreamError,
-        Outcome::UpstreamTruncated,
-        Outcome::HttpError,
-        Outcome::Unmeasured,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Ok => "ok",
-            Outcome::ClientCancelled => "client_cancelled",
-            Outcome::UpstreamError => "upstream_error",
-            Outcome::UpstreamTruncated => "upstream_truncated",
-            Outcome::HttpError => "http_error",
-            Outcome::Unmeasured => "unmeasured",
-        }
+crate::labels::label_enum! {
+    /// How a request ended, as the `outcome` label says it.
+    pub enum Outcome {
+        /// Complete, measured.
+        Ok = "ok",
+        /// The client went away before the response was complete.
+        ClientCancelled = "client_cancelled",
+        /// The upstream gave no usable response (connect, TLS, reset or close
+        /// before the response headers, invalid HTTP) or reported an error
+        /// inside the stream.
+        UpstreamError = "upstream_error",
+        /// The response started but ended early: the connection closed or reset
+        /// mid-body, an idle timeout, or a clean end without the stream's
+        /// terminator (`data: [DONE]` and no `finish_reason`).
+        UpstreamTruncated = "upstream_truncated",
+        /// A complete response with status 400 or above.
+        HttpError = "http_error",
+        /// Complete as far as the transport goes, but tokentap could not measure
+        /// it (see `MeasureError`).
+        Unmeasured = "unmeasured",
     }
 }
 
@@ -93,59 +72,30 @@ impl ErrorType {
     }
 }
 
-/// Why a request could not be measured (the `reason` of
-/// `tokentap_measurement_errors_total`). Bounded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MeasureError {
-    SseLineTooLong,
-    SseEventTooLarge,
-    InvalidJsonEvent,
-    JsonBodyTooLarge,
-    InvalidJsonBody,
-    /// A body coding tokentap does not inflate (brotli, zstd, several).
-    CompressedBody,
-    /// A gzip/deflate body that does not inflate.
-    InflateFailed,
-    /// More than `decode::inflate::MAX_INFLATED_BYTES` once inflated.
-    InflatedTooLarge,
-    DecoderPanic,
-    /// Request side: the body was larger than the request copy cap.
-    RequestBodyTooLarge,
-    /// Request side: the body of an LLM request was not JSON.
-    RequestNotJson,
+crate::labels::label_enum! {
+    /// Why a request could not be measured (the `reason` of
+    /// `tokentap_measurement_errors_total`). Bounded.
+    pub enum MeasureError {
+        SseLineTooLong = "sse_line_too_long",
+        SseEventTooLarge = "sse_event_too_large",
+        InvalidJsonEvent = "invalid_json_event",
+        JsonBodyTooLarge = "json_body_too_large",
+        InvalidJsonBody = "invalid_json_body",
+        /// A body coding tokentap does not inflate (brotli, zstd, several).
+        CompressedBody = "compressed_body",
+        /// A gzip/deflate body that does not inflate.
+        InflateFailed = "inflate_failed",
+        /// More than `decode::inflate::MAX_INFLATED_BYTES` once inflated.
+        InflatedTooLarge = "inflated_too_large",
+        DecoderPanic = "decoder_panic",
+        /// Request side: the body was larger than the request copy cap.
+        RequestBodyTooLarge = "request_body_too_large",
+        /// Request side: the body of an LLM request was not JSON.
+        RequestNotJson = "request_not_json",
+    }
 }
 
 impl MeasureError {
-    pub const ALL: [MeasureError; 11] = [
-        MeasureError::SseLineTooLong,
-        MeasureError::SseEventTooLarge,
-        MeasureError::InvalidJsonEvent,
-        MeasureError::JsonBodyTooLarge,
-        MeasureError::InvalidJsonBody,
-        MeasureError::CompressedBody,
-        MeasureError::InflateFailed,
-        MeasureError::InflatedTooLarge,
-        MeasureError::DecoderPanic,
-        MeasureError::RequestBodyTooLarge,
-        MeasureError::RequestNotJson,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MeasureError::SseLineTooLong => "sse_line_too_long",
-            MeasureError::SseEventTooLarge => "sse_event_too_large",
-            MeasureError::InvalidJsonEvent => "invalid_json_event",
-            MeasureError::JsonBodyTooLarge => "json_body_too_large",
-            MeasureError::InvalidJsonBody => "invalid_json_body",
-            MeasureError::CompressedBody => "compressed_body",
-            MeasureError::InflateFailed => "inflate_failed",
-            MeasureError::InflatedTooLarge => "inflated_too_large",
-            MeasureError::DecoderPanic => "decoder_panic",
-            MeasureError::RequestBodyTooLarge => "request_body_too_large",
-            MeasureError::RequestNotJson => "request_not_json",
-        }
-    }
-
     /// Request-side errors leave the response measurement intact: they only
     /// make request fields (model, max_tokens...) unknown.
     pub fn is_request_side(self) -> bool {
@@ -156,48 +106,29 @@ impl MeasureError {
     }
 }
 
-/// A guardrail's answer, where its API says one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Verdict {
-    /// Allowed (moderation `flagged: false`, Llama Guard `safe`).
-    Pass,
-    /// Blocked or flagged (`flagged: true`, `unsafe`).
-    Flagged,
-    /// The guardrail call failed (error status, timeout, reset).
-    Error,
-    /// The response does not say in a way tokentap reads.
-    Unknown,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Pass => "pass",
-            Verdict::Flagged => "flagged",
-            Verdict::Error => "error",
-            Verdict::Unknown => "unknown",
-        }
+crate::labels::label_enum! {
+    /// A guardrail's answer, where its API says one.
+    pub enum Verdict {
+        /// Allowed (moderation `flagged: false`, Llama Guard `safe`).
+        Pass = "pass",
+        /// Blocked or flagged (`flagged: true`, `unsafe`).
+        Flagged = "flagged",
+        /// The guardrail call failed (error status, timeout, reset).
+        Error = "error",
+        /// The response does not say in a way tokentap reads.
+        Unknown = "unknown",
     }
 }
 
-/// Where a token count came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TokenSource {
-    /// The upstream's `usage` object.
-    Usage,
-    /// Counted token-bearing choice deltas (no usage in the stream).
-    Events,
-    /// Counted by the tap's tokenizer (`estimate_tokens`), no usage.
-    Estimate,
-}
-
-impl TokenSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TokenSource::Usage => "usage",
-            TokenSource::Events => "events",
-            TokenSource::Estimate => "estimate",
-        }
+crate::labels::label_enum! {
+    /// Where a token count came from.
+    pub enum TokenSource {
+        /// The upstream's `usage` object.
+        Usage = "usage",
+        /// Counted token-bearing choice deltas (no usage in the stream).
+        Events = "events",
+        /// Counted by the tap's tokenizer (`estimate_tokens`), no usage.
+        Estimate = "estimate",
     }
 }
 

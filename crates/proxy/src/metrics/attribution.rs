@@ -6,6 +6,9 @@
 use super::Metrics;
 use std::sync::Arc;
 use tokentap_core::correlate::{AttributionSink, Joined, Resolution};
+use tokentap_core::labels::{
+    Correlation, GuardExposed, GuardHop, GuardVerdict, Overhead, OverheadPhase, Pair,
+};
 use tokentap_core::table;
 
 pub struct CorrelationMetrics {
@@ -15,10 +18,8 @@ pub struct CorrelationMetrics {
 impl CorrelationMetrics {
     /// Also creates the `tokentap_correlation_total` series at 0.
     pub fn new(metrics: Arc<Metrics>) -> Self {
-        if let Some(c) = metrics.prom.counter(&table::CORRELATION) {
-            for r in Joined::ALL {
-                c.with_label_values(&[r.as_str()]);
-            }
+        for result in Joined::ALL {
+            metrics.touch(&table::CORRELATION, &Correlation { result });
         }
         CorrelationMetrics { metrics }
     }
@@ -34,57 +35,64 @@ impl AttributionSink for CorrelationMetrics {
     fn resolved(&self, r: &Resolution) {
         let m = &self.metrics;
         for pair in &r.pairs {
-            let (o, i) = (&*pair.outer, &*pair.inner);
+            let (outer, inner) = (pair.outer.clone(), pair.inner.clone());
             let phases = [
-                ("request_path", Some(pair.request_path)),
-                ("ttfb", pair.ttfb),
-                ("ttft", pair.ttft),
-                ("e2e", Some(pair.e2e)),
+                (OverheadPhase::RequestPath, Some(pair.request_path)),
+                (OverheadPhase::Ttfb, pair.ttfb),
+                (OverheadPhase::Ttft, pair.ttft),
+                (OverheadPhase::E2e, Some(pair.e2e)),
             ];
             for (phase, v) in phases {
                 if let Some(v) = v {
-                    m.observe(&table::BOUNDARY_OVERHEAD, &[o, i, phase], non_negative(v));
+                    let labels = Overhead {
+                        outer: outer.clone(),
+                        inner: inner.clone(),
+                        phase,
+                    };
+                    m.observe(&table::BOUNDARY_OVERHEAD, &labels, non_negative(v));
                 }
             }
+            let labels = Pair { outer, inner };
             for d in &pair.relay_delays {
-                m.observe(&table::RELAY_DELAY, &[o, i], non_negative(*d));
+                m.observe(&table::RELAY_DELAY, &labels, non_negative(*d));
             }
             for j in &pair.added_jitter {
-                m.observe(&table::ADDED_JITTER, &[o, i], *j);
+                m.observe(&table::ADDED_JITTER, &labels, *j);
             }
             if let Some(share) = pair.buffered_share {
-                m.observe(&table::BUFFERED_SHARE, &[o, i], share);
+                m.observe(&table::BUFFERED_SHARE, &labels, share);
             }
             if pair.buffered {
-                m.add(&table::STREAM_BUFFERED, &[o, i], 1);
+                m.add(&table::STREAM_BUFFERED, &labels, 1);
             }
             if pair.token_mismatch.is_some() {
-                m.add(&table::TOKEN_MISMATCH, &[o, i], 1);
+                m.add(&table::TOKEN_MISMATCH, &labels, 1);
             }
         }
         for h in &r.hops {
-            let phase = h.phase.as_str();
-            m.observe(
-                &table::GUARDRAIL_DURATION,
-                &[&*h.hop, phase],
-                h.duration.as_secs_f64(),
-            );
-            m.add(
-                &table::GUARDRAIL_CALLS,
-                &[&*h.hop, phase, h.verdict.as_str()],
-                1,
-            );
+            let hop = GuardHop {
+                hop: h.hop.clone(),
+                phase: h.phase,
+            };
+            m.observe(&table::GUARDRAIL_DURATION, &hop, h.duration.as_secs_f64());
+            let call = GuardVerdict {
+                hop: h.hop.clone(),
+                phase: h.phase,
+                verdict: h.verdict,
+            };
+            m.add(&table::GUARDRAIL_CALLS, &call, 1);
         }
         for e in &r.exposure {
-            m.observe(
-                &table::GUARDRAIL_EXPOSED,
-                &[&*e.owner, e.phase.as_str()],
-                e.exposed.as_secs_f64(),
-            );
+            let labels = GuardExposed {
+                tap: e.owner.clone(),
+                phase: e.phase,
+            };
+            m.observe(&table::GUARDRAIL_EXPOSED, &labels, e.exposed.as_secs_f64());
         }
     }
 
     fn counted(&self, result: Joined, n: u64) {
-        self.metrics.add(&table::CORRELATION, &[result.as_str()], n);
+        self.metrics
+            .add(&table::CORRELATION, &Correlation { result }, n);
     }
 }

@@ -1,8 +1,9 @@
 //! The OpenTelemetry side of the canonical table: one SDK instrument per
 //! entry (OTel name, unit, description, the same bucket boundaries), and the
 //! mapping of each label to its attribute key (`Label::otel_key`). Recording
-//! happens at the same call sites as Prometheus (`Metrics::observe`/`add`),
-//! so both exports count the same observations.
+//! happens at the same call sites as Prometheus (`Metrics::observe`/`add`)
+//! from the same typed label set, so both exports count the same
+//! observations with the same labels.
 //!
 //! Attributes add what the GenAI conventions ask beyond the labels:
 //! `error.type` (the outcome, when not `ok`) and `gen_ai.provider.name` for
@@ -17,7 +18,8 @@ use opentelemetry::metrics::{Counter, Histogram, Meter, UpDownCounter};
 use opentelemetry::KeyValue;
 use std::collections::HashMap;
 use std::sync::Arc;
-use tokentap_core::table::{self, Kind, Label, MetricDef};
+use tokentap_core::labels::LabelSet;
+use tokentap_core::table::{self, Kind, Label, Metric, MetricDef};
 
 #[derive(Clone)]
 pub enum Instrument {
@@ -85,9 +87,11 @@ impl OtelMetrics {
 
     /// The attributes of one observation: each label under its OTel key,
     /// plus `error.type` and `gen_ai.provider.name` where they apply.
-    pub fn attributes(&self, def: &MetricDef, values: &[&str]) -> Vec<KeyValue> {
+    pub fn attributes<L: LabelSet>(&self, labels: &L) -> Vec<KeyValue> {
+        let values = labels.values();
+        let values = values.as_ref();
         let mut out = Vec::with_capacity(values.len() + 2);
-        for (label, value) in def.labels.iter().zip(values) {
+        for (label, value) in L::LABELS.iter().zip(values) {
             let key = label.otel_key();
             match label {
                 Label::Stream => out.push(KeyValue::new(key, *value == "true")),
@@ -113,21 +117,15 @@ impl OtelMetrics {
         self.instruments.get(def.name)
     }
 
-    pub fn observe(&self, def: &MetricDef, values: &[&str], v: f64) {
-        if let Some(Instrument::Histogram(h)) = self.instrument(def) {
-            h.record(v, &self.attributes(def, values));
+    pub fn observe<L: LabelSet>(&self, m: &Metric<L>, labels: &L, v: f64) {
+        if let Some(Instrument::Histogram(h)) = self.instrument(m) {
+            h.record(v, &self.attributes(labels));
         }
     }
 
-    pub fn add(&self, def: &MetricDef, values: &[&str], n: u64) {
-        if let Some(Instrument::Counter(c)) = self.instrument(def) {
-            c.add(n, &self.attributes(def, values));
-        }
-    }
-
-    pub fn up_down(&self, def: &MetricDef, values: &[&str], d: i64) {
-        if let Some(Instrument::UpDown(u)) = self.instrument(def) {
-            u.add(d, &self.attributes(def, values));
+    pub fn add<L: LabelSet>(&self, m: &Metric<L>, labels: &L, n: u64) {
+        if let Some(Instrument::Counter(c)) = self.instrument(m) {
+            c.add(n, &self.attributes(labels));
         }
     }
 }

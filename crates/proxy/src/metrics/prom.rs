@@ -1,16 +1,20 @@
 //! The Prometheus side: an explicit `Registry` holding one family per entry
 //! of the canonical table, built by walking the table. No global registry;
-//! call sites name a `MetricDef`, never a string.
+//! call sites name a typed `Metric<L>` and give an `L`, never a string, so
+//! a series always has its family's labels (`prometheus`' own
+//! `with_label_values` would panic on a wrong count; it is never called).
 
+use prometheus::core::{Collector, MetricVec, MetricVecBuilder};
 use prometheus::{
-    Encoder, GaugeVec, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, Gauge, GaugeVec, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec,
+    IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 use std::collections::HashMap;
-use tokentap_core::table::{self, Kind, MetricDef};
+use tokentap_core::labels::LabelSet;
+use tokentap_core::table::{self, Kind, Metric, MetricDef};
 
 #[derive(Clone)]
-pub enum Family {
+enum Family {
     Histogram(HistogramVec),
     Counter(IntCounterVec),
     Gauge(IntGaugeVec),
@@ -41,53 +45,103 @@ fn family(def: &MetricDef) -> prometheus::Result<Family> {
     })
 }
 
+/// The series of `values` in `vec`; `None` only if the values do not fit
+/// the family, which typed label sets rule out.
+fn child<T: MetricVecBuilder>(vec: &MetricVec<T>, values: &[&str]) -> Option<T::M> {
+    vec.get_metric_with_label_values(values).ok()
+}
+
+fn register(registry: &Registry, f: &Family) -> prometheus::Result<()> {
+    let c: Box<dyn Collector> = match f {
+        Family::Histogram(h) => Box::new(h.clone()),
+        Family::Counter(c) => Box::new(c.clone()),
+        Family::Gauge(g) => Box::new(g.clone()),
+        Family::FloatGauge(g) => Box::new(g.clone()),
+    };
+    registry.register(c)
+}
+
 impl PromMetrics {
     pub fn new() -> prometheus::Result<Self> {
         let registry = Registry::new();
         let mut families = HashMap::new();
         for def in table::ALL {
             let f = family(def)?;
-            match &f {
-                Family::Histogram(h) => registry.register(Box::new(h.clone()))?,
-                Family::Counter(c) => registry.register(Box::new(c.clone()))?,
-                Family::Gauge(g) => registry.register(Box::new(g.clone()))?,
-                Family::FloatGauge(g) => registry.register(Box::new(g.clone()))?,
-            }
+            register(&registry, &f)?;
             families.insert(def.name, f);
         }
         let m = PromMetrics { registry, families };
-        if let Some(g) = m.gauge(&table::BUILD_INFO) {
-            g.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        let build = tokentap_core::labels::Build {
+            version: env!("CARGO_PKG_VERSION"),
+        };
+        if let Some(g) = m.gauge(&table::BUILD_INFO, &build) {
+            g.set(1);
         }
         Ok(m)
     }
 
-    pub fn histogram(&self, def: &MetricDef) -> Option<&HistogramVec> {
-        match self.families.get(def.name) {
-            Some(Family::Histogram(h)) => Some(h),
+    fn family(&self, def: &MetricDef) -> Option<&Family> {
+        self.families.get(def.name)
+    }
+
+    /// The histogram series of `labels` (`None`: `m` is not a histogram).
+    pub fn histogram<L: LabelSet>(&self, m: &Metric<L>, labels: &L) -> Option<Histogram> {
+        match self.family(m)? {
+            Family::Histogram(h) => child(h, labels.values().as_ref()),
             _ => None,
         }
     }
 
-    pub fn counter(&self, def: &MetricDef) -> Option<&IntCounterVec> {
-        match self.families.get(def.name) {
-            Some(Family::Counter(c)) => Some(c),
+    /// The counter series of `labels` (created at 0 if new).
+    pub fn counter<L: LabelSet>(&self, m: &Metric<L>, labels: &L) -> Option<IntCounter> {
+        match self.family(m)? {
+            Family::Counter(c) => child(c, labels.values().as_ref()),
             _ => None,
         }
     }
 
-    pub fn gauge(&self, def: &MetricDef) -> Option<&IntGaugeVec> {
-        match self.families.get(def.name) {
-            Some(Family::Gauge(g)) => Some(g),
+    /// The integer gauge series of `labels`.
+    pub fn gauge<L: LabelSet>(&self, m: &Metric<L>, labels: &L) -> Option<IntGauge> {
+        match self.family(m)? {
+            Family::Gauge(g) => child(g, labels.values().as_ref()),
             _ => None,
         }
     }
 
-    pub fn float_gauge(&self, def: &MetricDef) -> Option<&GaugeVec> {
-        match self.families.get(def.name) {
-            Some(Family::FloatGauge(g)) => Some(g),
+    /// The window gauge series of `labels`.
+    pub fn float_gauge<L: LabelSet>(&self, m: &Metric<L>, labels: &L) -> Option<Gauge> {
+        match self.family(m)? {
+            Family::FloatGauge(g) => child(g, labels.values().as_ref()),
             _ => None,
         }
+    }
+
+    /// Sets a window gauge series by its values (the window sink keeps the
+    /// values of the series it set, from typed label sets, to remove them).
+    pub(super) fn set_window(&self, def: &MetricDef, values: &[&str], v: f64) {
+        if let Some(Family::FloatGauge(g)) = self.family(def) {
+            if let Some(s) = child(g, values) {
+                s.set(v);
+            }
+        }
+    }
+
+    /// Removes a window gauge series (its figure is not available).
+    pub(super) fn unset_window(&self, def: &MetricDef, values: &[&str]) {
+        if let Some(Family::FloatGauge(g)) = self.family(def) {
+            let _ = g.remove_label_values(values);
+        }
+    }
+
+    /// Whether the registry has `def`'s family with its kind (tests).
+    pub fn has(&self, def: &MetricDef) -> bool {
+        matches!(
+            (self.family(def), def.kind),
+            (Some(Family::Histogram(_)), Kind::Histogram)
+                | (Some(Family::Counter(_)), Kind::Counter)
+                | (Some(Family::Gauge(_)), Kind::Gauge)
+                | (Some(Family::FloatGauge(_)), Kind::WindowGauge)
+        )
     }
 
     /// The text exposition of everything registered.
@@ -109,13 +163,7 @@ mod tests {
     fn every_table_entry_has_its_family() {
         let m = PromMetrics::new().unwrap();
         for def in table::ALL {
-            let found = match def.kind {
-                Kind::Histogram => m.histogram(def).is_some(),
-                Kind::Counter => m.counter(def).is_some(),
-                Kind::Gauge => m.gauge(def).is_some(),
-                Kind::WindowGauge => m.float_gauge(def).is_some(),
-            };
-            assert!(found, "{}", def.name);
+            assert!(m.has(def), "{}", def.name);
         }
     }
 }

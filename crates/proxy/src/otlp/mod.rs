@@ -34,6 +34,7 @@ use spans::{SpanOptions, SpanPipeline};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokentap_core::labels::{OtlpSignal, Signal};
 use tokentap_core::table;
 
 /// The validated `otlp:` section (plus the environment). Its `Debug` shows
@@ -163,8 +164,12 @@ fn resource(cfg: &OtlpConfig) -> Resource {
     b.build()
 }
 
-fn counter(prom: &PromMetrics, def: &table::MetricDef, signal: &str) -> Option<IntCounter> {
-    prom.counter(def).map(|c| c.with_label_values(&[signal]))
+fn counter(
+    prom: &PromMetrics,
+    m: &table::Metric<OtlpSignal>,
+    signal: Signal,
+) -> Option<IntCounter> {
+    prom.counter(m, &OtlpSignal { signal })
 }
 
 impl Otlp {
@@ -196,8 +201,8 @@ impl Otlp {
             }
             let exporter = Counting {
                 inner: b.build()?,
-                exported: counter(prom, &table::OTLP_EXPORTED, "metrics"),
-                dropped: counter(prom, &table::OTLP_DROPPED, "metrics"),
+                exported: counter(prom, &table::OTLP_EXPORTED, Signal::Metrics),
+                dropped: counter(prom, &table::OTLP_DROPPED, Signal::Metrics),
             };
             let mut reader = PeriodicReader::builder(exporter);
             if let Some(i) = cfg.interval {
@@ -227,8 +232,8 @@ impl Otlp {
                 batch: cfg.batch_spans,
                 events: cfg.span_events.then_some(cfg.max_span_events),
                 providers,
-                exported: counter(prom, &table::OTLP_EXPORTED, "traces"),
-                dropped: counter(prom, &table::OTLP_DROPPED, "traces"),
+                exported: counter(prom, &table::OTLP_EXPORTED, Signal::Traces),
+                dropped: counter(prom, &table::OTLP_DROPPED, Signal::Traces),
             };
             otlp.spans = Some(
                 SpanPipeline::start(b.build()?, resource, options).map_err(OtlpError::Thread)?,

@@ -161,7 +161,7 @@ impl SpanPipeline {
             KeyValue::new("gen_ai.operation.name", op),
             KeyValue::new("gen_ai.request.stream", r.stream),
             KeyValue::new("tokentap.tap", tap.tap.to_string()),
-            KeyValue::new("tokentap.boundary", tap.boundary),
+            KeyValue::new("tokentap.boundary", tap.boundary.as_str()),
             KeyValue::new("tokentap.outcome", r.outcome.as_str()),
         ];
         let mut push = |k: &'static str, v: Option<Value>| {

@@ -33,6 +33,7 @@ use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorSource, Result};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokentap_core::inject::InjectResult;
 use tokentap_core::limits::{self, HeadSize, RejectReason};
 
 /// The proxy of one tap.
@@ -105,7 +106,7 @@ impl TapProxy {
         ) {
             Eligibility::NotApplicable => return Ok(()),
             Eligibility::TooLarge => {
-                self.tap.injection("too_large");
+                self.tap.injection(InjectResult::TooLarge);
                 return Ok(());
             }
             Eligibility::Read => {}
@@ -113,15 +114,15 @@ impl TapProxy {
         session.enable_retry_buffering();
         while session.read_request_body().await?.is_some() {}
         let Some(body) = session.get_retry_buffer() else {
-            self.tap.injection("too_large");
+            self.tap.injection(InjectResult::TooLarge);
             return Ok(());
         };
         match tokentap_core::inject::rewrite(&body) {
             Ok(new) => {
                 ctx.injected_body = Some(Bytes::from(new));
-                self.tap.injection("injected");
+                self.tap.injection(InjectResult::Injected);
             }
-            Err(skip) => self.tap.injection(skip.as_str()),
+            Err(skip) => self.tap.injection(skip.result()),
         }
         Ok(())
     }
@@ -230,7 +231,7 @@ impl ProxyHttp for TapProxy {
         let now = Instant::now();
         ctx.collect_request().await;
         ctx.sink
-            .prepare(ctx.meter.requested_model(), ctx.meter.operation().as_str());
+            .prepare(ctx.meter.requested_model(), ctx.meter.operation());
         let h = &resp.headers;
         let sse = header(h, "content-type").is_some_and(|ct| {
             tokentap_core::decode::BodyKind::from_content_type(ct)
@@ -304,9 +305,7 @@ impl ProxyHttp for TapProxy {
         let now = Instant::now();
         ctx.collect_request().await;
         let record = ctx.meter.finish(now, errors::classify(e));
-        let model = ctx
-            .sink
-            .model_label(record.model(), record.operation.as_str());
+        let model = ctx.sink.model_label(record.model(), record.operation);
         let offsets = ctx.sink.take_offsets();
         self.tap
             .emit(&model, &record, offsets, ctx.settings.config.hop.clone());

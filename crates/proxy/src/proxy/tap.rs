@@ -19,7 +19,9 @@ use std::time::Duration;
 use tokentap_core::analysis::live::TapLive;
 use tokentap_core::analysis::{Sample, TenantSource};
 use tokentap_core::correlate::{Correlator, TapRecord, Verdict};
+use tokentap_core::inject::InjectResult;
 use tokentap_core::labels::ModelLabel;
+use tokentap_core::labels::{Injection, Rejected};
 use tokentap_core::limits::RejectReason;
 use tokentap_core::record::RequestRecord;
 
@@ -90,7 +92,7 @@ impl Tap {
     ) -> Self {
         let labels = TapLabels {
             tap: config.name.clone(),
-            boundary: config.boundary.as_str(),
+            boundary: config.boundary,
         };
         let in_flight = metrics.in_flight(&labels);
         Tap {
@@ -150,7 +152,7 @@ impl Tap {
                 .map_or((&[][..], false), |o| (o.micros.as_slice(), o.truncated));
             let sample = Sample::from_record(
                 &self.labels.tap,
-                self.labels.boundary,
+                self.labels.boundary.as_str(),
                 hop.as_deref(),
                 record,
                 micros,
@@ -211,23 +213,26 @@ impl Tap {
         self.settings.store(Arc::new(TapSettings::new(config)));
     }
 
-    /// Counts what usage injection did with a request (`result` is one of
-    /// the `InjectResult` label values).
-    pub fn injection(&self, result: &'static str) {
-        self.metrics.add(
-            &tokentap_core::table::USAGE_INJECTION,
-            &[&self.labels.tap, self.labels.boundary, result],
-            1,
-        );
+    /// Counts what usage injection did with a request.
+    pub fn injection(&self, result: InjectResult) {
+        let labels = Injection {
+            tap: self.labels.tap.clone(),
+            boundary: self.labels.boundary,
+            result,
+        };
+        self.metrics
+            .add(&tokentap_core::table::USAGE_INJECTION, &labels, 1);
     }
 
     /// Counts a refused request or connection.
     pub fn rejected(&self, reason: RejectReason) {
-        self.metrics.add(
-            &tokentap_core::table::REJECTED,
-            &[&self.labels.tap, self.labels.boundary, reason.as_str()],
-            1,
-        );
+        let labels = Rejected {
+            tap: self.labels.tap.clone(),
+            boundary: self.labels.boundary,
+            reason,
+        };
+        self.metrics
+            .add(&tokentap_core::table::REJECTED, &labels, 1);
         tracing::debug!(tap = %self.labels.tap, reason = reason.as_str(), "refused");
     }
 }
@@ -239,7 +244,7 @@ fn access_log(tap: &crate::metrics::TapLabels, model: &str, r: &RequestRecord) {
     tracing::info!(
         target: "tokentap::access",
         tap = &*tap.tap,
-        boundary = tap.boundary,
+        boundary = tap.boundary.as_str(),
         operation = r.operation.as_str(),
         model,
         stream = r.stream,

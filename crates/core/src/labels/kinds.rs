@@ -1,0 +1,82 @@
+//! Every label's value type and documented values, in one table: the
+//! `k::*` kinds that label sets are built from, and `documented`, which
+//! writes the "Label values" table of `docs/metrics.md`. A label whose
+//! values are an enum is documented from the enum's own list.
+
+use crate::table::Label;
+
+macro_rules! doc_of {
+    (enum, $ty:ty) => {
+        super::list::<$ty>()
+    };
+    ($doc:literal, $ty:ty) => {
+        String::from($doc)
+    };
+}
+
+macro_rules! kinds {
+    ($( $name:ident : $ty:ty = $doc:tt $(, $note:literal)? ;)*) => {
+        /// The label kinds: `k::Tap` is the `tap` label, whose values are
+        /// `Arc<str>`; `k::Outcome` the `outcome` label, whose values are
+        /// `record::Outcome`.
+        pub mod k {
+            $(
+                #[doc = concat!("The `", stringify!($name), "` label kind.")]
+                #[derive(Debug)]
+                pub struct $name;
+                impl crate::labels::LabelKind for $name {
+                    const LABEL: crate::table::Label = crate::table::Label::$name;
+                    type Value = $ty;
+                }
+            )*
+        }
+
+        /// The values a label takes, for the docs (an enum's values are
+        /// listed from the enum).
+        pub fn documented(label: Label) -> String {
+            match label {
+                $( Label::$name => {
+                    #[allow(unused_mut)]
+                    let mut s = doc_of!($doc, $ty);
+                    $( s.push_str($note); )?
+                    s
+                } )*
+            }
+        }
+    };
+}
+
+kinds! {
+    Tap: std::sync::Arc<str> = "tap names from the config";
+    Boundary: crate::tap::Boundary = enum;
+    Model: std::sync::Arc<str> = "requested model (else response model); first `metrics.max_models` distinct values (default 50), then `other`; `unknown` when absent";
+    Operation: crate::decode::Operation = enum;
+    Stream: bool = "`true`, `false`";
+    Outcome: crate::record::Outcome = enum;
+    TokenType: crate::labels::TokenType = enum;
+    Source: crate::record::TokenSource = enum;
+    Reason: crate::record::MeasureError = enum;
+    Label: crate::labels::LabelName = enum;
+    Version: &'static str = "tokentap's version";
+    Outer: std::sync::Arc<str> = "tap names from the config (the outer and the inner tap of a joined pair)";
+    Inner: std::sync::Arc<str> = "tap names from the config (the outer and the inner tap of a joined pair)";
+    Phase: crate::labels::OverheadPhase = enum, " (boundary overhead)";
+    Hop: std::sync::Arc<str> = "hop names from the config (guardrail taps)";
+    GuardPhase: crate::correlate::Phase = enum, " (guardrail metrics)";
+    Verdict: crate::record::Verdict = enum;
+    Result: crate::correlate::Joined = enum;
+    Signal: crate::labels::Signal = enum;
+    Quantile: crate::labels::Percentile = enum, " (each present only when the window has enough samples: n·(1−q) ≥ 10, so p99 needs 1,000 and p999 10,000; `quantile` is reserved for summaries)";
+    Stat: crate::labels::Stat = enum;
+    InputKind: crate::labels::InputKind = enum;
+    Tenant: std::sync::Arc<str> = "the window's top `analysis.top_tenants` tenants by requests (configured header value, capped at 64 printable characters, or `k-` + 12 hex digits of the API key's hash), then `other`; `none` for requests without one";
+    Bucket: crate::labels::ContextBucket = enum, " (input tokens)";
+    Prefix: crate::labels::PrefixSize = enum, " (prompt characters)";
+    Cache: crate::labels::CacheResult = enum;
+    Figure: crate::labels::Figure = enum;
+    Engine: std::sync::Arc<str> = "engine names from `analysis.engines`";
+    ScrapeResult: crate::labels::ScrapeResult = enum, " (engine scrapes)";
+    ReloadResult: crate::labels::ReloadResult = enum, " (config reloads)";
+    RejectReason: crate::limits::RejectReason = enum, " (refusals)";
+    InjectResult: crate::inject::InjectResult = enum, " (usage injection)";
+}

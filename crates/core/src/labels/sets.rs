@@ -1,0 +1,196 @@
+//! The label set of every metric family (see `crate::table` for which
+//! family takes which). Field names are the label names; each field's type
+//! comes from its label kind.
+
+use super::label_set;
+
+label_set! {
+    /// A tap's own labels; also the labels of per-tap gauges and counters.
+    pub struct TapLabels { tap: Tap, boundary: Boundary }
+}
+
+label_set! {
+    /// Per-request histograms and token counters.
+    pub struct PerModel { tap: Tap, boundary: Boundary, model: Model, operation: Operation }
+}
+
+label_set! {
+    /// Time to first byte (streaming or not).
+    pub struct PerModelStream {
+        tap: Tap,
+        boundary: Boundary,
+        model: Model,
+        operation: Operation,
+        stream: Stream,
+    }
+}
+
+label_set! {
+    /// Every request, by how it ended.
+    pub struct PerRequest {
+        tap: Tap,
+        boundary: Boundary,
+        model: Model,
+        operation: Operation,
+        stream: Stream,
+        outcome: Outcome,
+    }
+}
+
+label_set! {
+    /// Token counts per request, by side.
+    pub struct TokenUsage {
+        tap: Tap,
+        boundary: Boundary,
+        model: Model,
+        operation: Operation,
+        token_type: TokenType,
+    }
+}
+
+label_set! {
+    /// Output tokens, by where the count came from.
+    pub struct OutputTokens {
+        tap: Tap,
+        boundary: Boundary,
+        model: Model,
+        operation: Operation,
+        source: Source,
+    }
+}
+
+label_set! {
+    /// Requests that could not be measured, by reason.
+    pub struct Unmeasured { tap: Tap, boundary: Boundary, reason: Reason }
+}
+
+label_set! {
+    /// Refused requests and connections, by reason.
+    pub struct Rejected { tap: Tap, boundary: Boundary, reason: RejectReason }
+}
+
+label_set! {
+    /// What usage injection did.
+    pub struct Injection { tap: Tap, boundary: Boundary, result: InjectResult }
+}
+
+label_set! {
+    /// A label value that overflowed into `other`.
+    pub struct Overflow { label: Label }
+}
+
+label_set! {
+    /// The build.
+    pub struct Build { version: Version }
+}
+
+label_set! {
+    /// A joined pair of taps, by interval.
+    pub struct Overhead { outer: Outer, inner: Inner, phase: Phase }
+}
+
+label_set! {
+    /// A joined pair of taps (outer contains inner).
+    pub struct Pair { outer: Outer, inner: Inner }
+}
+
+label_set! {
+    /// A guardrail hop's calls, by phase.
+    pub struct GuardHop { hop: Hop, phase: GuardPhase }
+}
+
+label_set! {
+    /// A guardrail hop's calls, by phase and verdict.
+    pub struct GuardVerdict { hop: Hop, phase: GuardPhase, verdict: Verdict }
+}
+
+label_set! {
+    /// Guardrail time a request's owner tap exposed, by phase.
+    pub struct GuardExposed { tap: Tap, phase: GuardPhase }
+}
+
+label_set! {
+    /// How records were joined.
+    pub struct Correlation { result: Result }
+}
+
+label_set! {
+    /// An OTLP signal.
+    pub struct OtlpSignal { signal: Signal }
+}
+
+label_set! {
+    /// A config reload's result.
+    pub struct Reload { result: ReloadResult }
+}
+
+label_set! {
+    /// No labels (one series).
+    pub struct NoLabels {}
+}
+
+label_set! {
+    /// A window input-token rate.
+    pub struct TapInput { tap: Tap, boundary: Boundary, kind: InputKind }
+}
+
+label_set! {
+    /// A window statistic.
+    pub struct TapStat { tap: Tap, boundary: Boundary, stat: Stat }
+}
+
+label_set! {
+    /// A window percentile.
+    pub struct TapPercentile { tap: Tap, boundary: Boundary, percentile: Quantile }
+}
+
+label_set! {
+    /// A window's sample count of one figure.
+    pub struct TapFigure { tap: Tap, boundary: Boundary, figure: Figure }
+}
+
+label_set! {
+    /// A window figure per tenant.
+    pub struct TapTenant { tap: Tap, boundary: Boundary, tenant: Tenant }
+}
+
+label_set! {
+    /// A window figure for hits or misses.
+    pub struct TapCache { tap: Tap, boundary: Boundary, cache: Cache }
+}
+
+label_set! {
+    /// A window figure per prompt-prefix length.
+    pub struct TapPrefix { tap: Tap, boundary: Boundary, prefix: Prefix }
+}
+
+label_set! {
+    /// A window figure per input-length bucket.
+    pub struct TapBucket { tap: Tap, boundary: Boundary, bucket: Bucket }
+}
+
+label_set! {
+    /// An engine's readings.
+    pub struct Engine { engine: Engine }
+}
+
+label_set! {
+    /// An engine's scrapes, by result.
+    pub struct EngineScrape { engine: Engine, result: ScrapeResult }
+}
+
+impl TapLabels {
+    /// The same tap with a model and operation.
+    pub fn per_model(
+        &self,
+        model: &std::sync::Arc<str>,
+        operation: crate::decode::Operation,
+    ) -> PerModel {
+        PerModel {
+            tap: self.tap.clone(),
+            boundary: self.boundary,
+            model: model.clone(),
+            operation,
+        }
+    }
+}

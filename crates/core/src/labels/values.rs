@@ -1,0 +1,124 @@
+//! Bounded label values that no other module owns: each is an enum whose
+//! `ALL` and docs come from one list (`label_enum!`). Enums that belong to
+//! a domain (outcomes, reasons, verdicts, join results, ...) live with it
+//! and are declared the same way.
+
+use super::label_enum;
+
+label_enum! {
+    /// `gen_ai.token.type`: which side of a request tokens count.
+    pub enum TokenType {
+        Input = "input",
+        Output = "output",
+    }
+}
+
+label_enum! {
+    /// The label whose values overflowed into `other`.
+    pub enum LabelName {
+        Model = "model",
+    }
+}
+
+label_enum! {
+    /// Which interval a boundary's overhead is the difference of.
+    pub enum OverheadPhase {
+        /// Request headers at the outer tap to request headers at the inner.
+        RequestPath = "request_path",
+        Ttfb = "ttfb",
+        Ttft = "ttft",
+        E2e = "e2e",
+    }
+}
+
+label_enum! {
+    /// An OTLP signal.
+    pub enum Signal {
+        Traces = "traces",
+        Metrics = "metrics",
+    }
+}
+
+label_enum! {
+    /// A percentile of a window's figure.
+    pub enum Percentile {
+        P50 = "p50",
+        P90 = "p90",
+        P95 = "p95",
+        P99 = "p99",
+        P999 = "p999",
+    }
+}
+
+label_enum! {
+    /// A window statistic other than a percentile.
+    pub enum Stat {
+        Mean = "mean",
+        Max = "max",
+    }
+}
+
+label_enum! {
+    /// Which input tokens a rate counts.
+    pub enum InputKind {
+        All = "all",
+        /// Input minus cached tokens.
+        Uncached = "uncached",
+    }
+}
+
+label_enum! {
+    /// Input-length bucket of the long-context figures
+    /// (`analysis::context::BUCKETS`, in the same order).
+    pub enum ContextBucket {
+        Under1k = "<1k",
+        From1kTo4k = "1k-4k",
+        From4kTo16k = "4k-16k",
+        From16kTo64k = "16k-64k",
+        Over64k = ">64k",
+    }
+}
+
+label_enum! {
+    /// Prompt-prefix length of the prefix-reuse figure (characters).
+    pub enum PrefixSize {
+        P1k = "1k",
+        P4k = "4k",
+        P16k = "16k",
+    }
+}
+
+label_enum! {
+    /// Prefix-cache hit or miss.
+    pub enum CacheResult {
+        Hit = "hit",
+        Miss = "miss",
+    }
+}
+
+label_enum! {
+    /// Which figure a window's sample count is of.
+    pub enum Figure {
+        Requests = "requests",
+        Ttft = "ttft",
+        Tpot = "tpot",
+        Itl = "itl",
+    }
+}
+
+label_enum! {
+    /// An engine scrape's result.
+    pub enum ScrapeResult {
+        Ok = "ok",
+        Error = "error",
+    }
+}
+
+label_enum! {
+    /// A config reload's result.
+    pub enum ReloadResult {
+        Applied = "applied",
+        Unchanged = "unchanged",
+        Rejected = "rejected",
+    }
+}

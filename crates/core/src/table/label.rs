@@ -1,0 +1,119 @@
+//! The label names of the metric table, with their OpenTelemetry
+//! attribute keys. The values each label takes, and their Rust types, are
+//! `crate::labels` (`documented` writes them into the docs).
+
+/// A label name. Every value of every label is bounded (see `docs/metrics.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Label {
+    Tap,
+    Boundary,
+    Model,
+    Operation,
+    Stream,
+    Outcome,
+    TokenType,
+    Source,
+    Reason,
+    Label,
+    Version,
+    Outer,
+    Inner,
+    /// Overhead phase.
+    Phase,
+    Hop,
+    /// Guardrail phase (the same label name, other values).
+    GuardPhase,
+    Verdict,
+    Result,
+    Signal,
+    Quantile,
+    Stat,
+    InputKind,
+    Tenant,
+    Bucket,
+    Prefix,
+    Cache,
+    Figure,
+    Engine,
+    /// An engine scrape's result (the same label name as `Result`, other values).
+    ScrapeResult,
+    /// A config reload's result (the same label name, other values).
+    ReloadResult,
+    /// Why tokentap refused a request or connection (the same label name
+    /// as `Reason`, other values).
+    RejectReason,
+    /// What usage injection did with a request (the same label name as
+    /// `Result`, other values).
+    InjectResult,
+}
+
+impl Label {
+    /// The OpenTelemetry attribute key of this label (GenAI conventions where
+    /// they name one; `tokentap.*` otherwise).
+    pub fn otel_key(self) -> &'static str {
+        match self {
+            Label::Tap => "tokentap.tap",
+            Label::Boundary => "tokentap.boundary",
+            Label::Model => "gen_ai.request.model",
+            Label::Operation => "gen_ai.operation.name",
+            Label::Stream => "gen_ai.request.stream",
+            Label::Outcome => "tokentap.outcome",
+            Label::TokenType => "gen_ai.token.type",
+            Label::Source => "tokentap.token.source",
+            Label::Reason | Label::RejectReason => "tokentap.reason",
+            Label::Label => "tokentap.label",
+            Label::Version => "tokentap.version",
+            Label::Outer => "tokentap.outer",
+            Label::Inner => "tokentap.inner",
+            Label::Phase | Label::GuardPhase => "tokentap.phase",
+            Label::Hop => "tokentap.hop",
+            Label::Verdict => "tokentap.verdict",
+            Label::Result => "tokentap.result",
+            Label::Signal => "tokentap.signal",
+            Label::Quantile => "tokentap.percentile",
+            Label::Stat => "tokentap.stat",
+            Label::InputKind => "tokentap.input.kind",
+            Label::Tenant => "tokentap.tenant",
+            Label::Bucket => "tokentap.input.bucket",
+            Label::Prefix => "tokentap.prefix",
+            Label::Cache => "tokentap.cache",
+            Label::Figure => "tokentap.figure",
+            Label::Engine => "tokentap.engine",
+            Label::ScrapeResult | Label::ReloadResult | Label::InjectResult => "tokentap.result",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Label::Tap => "tap",
+            Label::Boundary => "boundary",
+            Label::Model => "model",
+            Label::Operation => "operation",
+            Label::Stream => "stream",
+            Label::Outcome => "outcome",
+            Label::TokenType => "token_type",
+            Label::Source => "source",
+            Label::Reason | Label::RejectReason => "reason",
+            Label::Label => "label",
+            Label::Version => "version",
+            Label::Outer => "outer",
+            Label::Inner => "inner",
+            Label::Phase | Label::GuardPhase => "phase",
+            Label::Hop => "hop",
+            Label::Verdict => "verdict",
+            Label::Result | Label::ScrapeResult | Label::ReloadResult | Label::InjectResult => {
+                "result"
+            }
+            Label::Signal => "signal",
+            Label::Quantile => "percentile",
+            Label::Stat => "stat",
+            Label::InputKind => "kind",
+            Label::Tenant => "tenant",
+            Label::Bucket => "bucket",
+            Label::Prefix => "prefix",
+            Label::Cache => "cache",
+            Label::Figure => "figure",
+            Label::Engine => "engine",
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! The per-request, per-chunk side of the metrics: `TapSink` is the
+//! `TokenSink` the proxy hands the `Meter`. It resolves a request's labels
+//! once (histogram children in both exports), then every token-bearing
+//! event is a few observations and, when kept, one event time.
+
+use super::otel::Instrument;
+use super::{Metrics, TapLabels};
+use crate::observe::EventObserver;
+use opentelemetry::KeyValue;
+use prometheus::Histogram;
+use std::sync::Arc;
+use tokentap_core::decode::Operation;
+use tokentap_core::labels::{ModelLabel, PerModel};
+use tokentap_core::record::{TokenEvent, TokenSink};
+use tokentap_core::table::{self, Metric};
+
+/// The per-request sink the proxy gives the `Meter`: resolves the labels
+/// (at the response headers, or at the first token event when the request
+/// named no model), then only observes histograms.
+pub struct TapSink {
+    metrics: Arc<Metrics>,
+    tap: TapLabels,
+    observer: Option<Arc<dyn EventObserver>>,
+    resolved: Option<Resolved>,
+    request_id: Option<Arc<str>>,
+    offsets: Option<Offsets>,
+}
+
+/// Token-event times of one request (µs from its start), for attribution,
+/// span events and analyses. Up to `OFFSETS_RESERVED` are reserved up front
+/// (recording them never allocates); a longer stream grows the list by
+/// doubling up to its cap — a handful of allocations per request, not per
+/// chunk.
+pub struct Offsets {
+    pub micros: Vec<u32>,
+    pub truncated: bool,
+    cap: usize,
+}
+
+/// Token-event times reserved per request before any is recorded.
+pub const OFFSETS_RESERVED: usize = 1024;
+
+/// A histogram child in both exports, attributes built once per request.
+struct Handle {
+    prom: Option<Histogram>,
+    otel: Option<(opentelemetry::metrics::Histogram<f64>, Vec<KeyValue>)>,
+}
+
+impl Handle {
+    fn new(metrics: &Metrics, m: &Metric<PerModel>, labels: &PerModel) -> Handle {
+        Handle {
+            prom: metrics.prom.histogram(m, labels),
+            otel: metrics.otel.as_ref().and_then(|o| match o.instrument(m) {
+                Some(Instrument::Histogram(h)) => Some((h.clone(), o.attributes(labels))),
+                _ => None,
+            }),
+        }
+    }
+
+    fn observe(&self, v: f64) {
+        if let Some(h) = &self.prom {
+            h.observe(v);
+        }
+        if let Some((h, attrs)) = &self.otel {
+            h.record(v, attrs);
+        }
+    }
+}
+
+struct Resolved {
+    model: ModelLabel,
+    itl: Handle,
+    itl_per_token: Handle,
+    tokens_per_event: Handle,
+}
+
+impl TapSink {
+    pub fn new(
+        metrics: Arc<Metrics>,
+        tap: TapLabels,
+        observer: Option<Arc<dyn EventObserver>>,
+    ) -> Self {
+        TapSink {
+            metrics,
+            tap,
+            observer,
+            resolved: None,
+            request_id: None,
+            offsets: None,
+        }
+    }
+
+    /// Keeps the time of up to `cap` token events.
+    pub fn keep_offsets(&mut self, cap: usize) {
+        self.offsets = (cap > 0).then(|| Offsets {
+            micros: Vec::with_capacity(cap.min(OFFSETS_RESERVED)),
+            truncated: false,
+            cap,
+        });
+    }
+
+    /// The kept token-event times.
+    pub fn take_offsets(&mut self) -> Option<Offsets> {
+        self.offsets.take()
+    }
+
+    /// Remembers the request id for the observer (only kept when one is set).
+    pub fn set_request_id(&mut self, id: Option<&str>) {
+        if self.observer.is_some() {
+            self.request_id = id.map(Arc::from);
+        }
+    }
+
+    fn resolve(&mut self, raw_model: Option<&str>, operation: Operation) -> &Resolved {
+        let metrics = &self.metrics;
+        let tap = &self.tap;
+        self.resolved.get_or_insert_with(|| {
+            let model = metrics.model_label(raw_model);
+            let labels = tap.per_model(&model.value, operation);
+            Resolved {
+                itl: Handle::new(metrics, &table::ITL, &labels),
+                itl_per_token: Handle::new(metrics, &table::ITL_PER_TOKEN, &labels),
+                tokens_per_event: Handle::new(metrics, &table::TOKENS_PER_EVENT, &labels),
+                model,
+            }
+        })
+    }
+
+    /// Resolves the labels before the first response piece when the request
+    /// named its model, so the per-chunk path then takes no lock of ours
+    /// (only requests without a model resolve at their first token event,
+    /// from the model the response names).
+    pub fn prepare(&mut self, requested_model: Option<&str>, operation: Operation) {
+        if requested_model.is_some() {
+            self.resolve(requested_model, operation);
+        }
+    }
+
+    /// The model label this request uses (resolving it now if no token
+    /// event did), so every metric of a request carries the same one.
+    pub fn model_label(&mut self, raw_model: Option<&str>, operation: Operation) -> ModelLabel {
+        self.resolve(raw_model, operation).model.clone()
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub fn tap(&self) -> &TapLabels {
+        &self.tap
+    }
+}
+
+impl TokenSink for TapSink {
+    fn token_event(&mut self, ev: &TokenEvent<'_>) {
+        let r = self.resolve(ev.model, ev.operation);
+        if let Some(gap) = ev.gap {
+            r.itl.observe(gap.as_secs_f64());
+        }
+        if let Some(n) = ev.tokens {
+            r.tokens_per_event.observe(n as f64);
+            if let (Some(gap), true) = (ev.gap, n > 0) {
+                let per_token = gap.as_secs_f64() / n as f64;
+                for _ in 0..n.min(table::ITL_PER_TOKEN_MAX_OBSERVATIONS) {
+                    r.itl_per_token.observe(per_token);
+                }
+            }
+        }
+        if let Some(o) = self.offsets.as_mut() {
+            if o.micros.len() < o.cap {
+                o.micros
+                    .push(u32::try_from(ev.since_start.as_micros()).unwrap_or(u32::MAX));
+            } else {
+                o.truncated = true;
+            }
+        }
+        if let Some(o) = &self.observer {
+            o.token_event(&self.tap.tap, self.request_id.as_deref(), ev);
+        }
+    }
+}
