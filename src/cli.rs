@@ -5,7 +5,7 @@ use crate::demo::DemoArgs;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use tokentap_proxy::config::Config;
-use tokentap_proxy::observe::Hooks;
+use tokentap_proxy::sinks::Hooks;
 use tokentap_sim::{SimArgs, Simulator};
 use tokentap_tools::drive::DriveArgs;
 

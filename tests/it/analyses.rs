@@ -10,7 +10,7 @@ use crate::support::*;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokentap_core::analysis::report::{read_jsonl, Report};
+use tokentap_core::analysis::span_report::{read_jsonl, Report};
 use tokentap_core::analysis::{itl, Sample, StallRule};
 use tokentap_sim::EngineArgs;
 use tokentap_sim::{Profile, SimArgs, Simulator};

@@ -7,17 +7,18 @@
 use crate::support::*;
 use std::time::{Duration, Instant};
 use tokentap_core::decode::dialect::Dialect;
-use tokentap_core::record::{Outcome, Protocol, TokenSource};
+use tokentap_core::decode::BodyKind;
+use tokentap_core::record::{Outcome, TokenSource};
 use tokentap_net::client;
 use tokentap_sim::Profile;
 
 /// (name, path, request body, dialect, protocol of a streamed answer).
-fn cases(stream: bool) -> Vec<(&'static str, &'static str, String, Dialect, Protocol)> {
+fn cases(stream: bool) -> Vec<(&'static str, &'static str, String, Dialect, BodyKind)> {
     let s = if stream { "true" } else { "false" };
     let p = if stream {
-        Protocol::Sse
+        BodyKind::Sse
     } else {
-        Protocol::Json
+        BodyKind::Json
     };
     vec![
         (
@@ -46,9 +47,9 @@ fn cases(stream: bool) -> Vec<(&'static str, &'static str, String, Dialect, Prot
             ),
             Dialect::Ollama,
             if stream {
-                Protocol::Ndjson
+                BodyKind::Ndjson
             } else {
-                Protocol::Json
+                BodyKind::Json
             },
         ),
         (
@@ -59,9 +60,9 @@ fn cases(stream: bool) -> Vec<(&'static str, &'static str, String, Dialect, Prot
             ),
             Dialect::Ollama,
             if stream {
-                Protocol::Ndjson
+                BodyKind::Ndjson
             } else {
-                Protocol::Json
+                BodyKind::Json
             },
         ),
         (
@@ -171,7 +172,7 @@ async fn dialect_pass(attempt: u64) -> Vec<String> {
             let r = tap.records.wait(&id).await;
             assert_eq!(r.outcome, Outcome::Ok, "{id}: {r:?}");
             assert_eq!(r.dialect, dialect, "{id}");
-            assert_eq!(r.protocol, protocol, "{id}");
+            assert_eq!(r.body_kind, protocol, "{id}");
             assert_eq!(r.stream, stream, "{id}");
             // Counts are the dialect's usage fields, which the simulator
             // sets to what it sent.

@@ -16,6 +16,7 @@ mod collector;
 mod config_cli;
 mod dashboards;
 mod dialects;
+mod failopen;
 mod failures;
 mod forwarding;
 mod gateway;

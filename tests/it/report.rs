@@ -16,7 +16,7 @@ use crate::support::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use tokentap_core::analysis::report::read_jsonl;
+use tokentap_core::analysis::span_report::read_jsonl;
 use tokentap_core::analysis::stats::min_samples;
 use tokentap_sim::{EngineArgs, Profile};
 use tokentap_tools::drive::{DriveArgs, Workload};
@@ -284,7 +284,7 @@ async fn each_driver_workload_is_recognised_as_its_reference_shape() {
             .into_iter()
             .filter(|s| s.model.as_deref() == Some(&format!("m-{expected}")))
             .collect();
-        let report = tokentap_core::analysis::report::build(
+        let report = tokentap_core::analysis::span_report::build(
             "test",
             &mine,
             0,

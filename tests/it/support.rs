@@ -9,9 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokentap_core::record::{RequestRecord, TokenEvent};
 use tokentap_proxy::config::Config;
-use tokentap_proxy::metrics::TapLabels;
-use tokentap_proxy::observe::{EventObserver, Hooks, RecordSink};
 use tokentap_proxy::server::{self, Running};
+use tokentap_proxy::sinks::{EventObserver, Finished, Hooks, RecordSink};
 use tokentap_sim::{Profile, SimArgs, Simulator};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -49,11 +48,12 @@ pub fn sim(profile: Profile) -> Simulator {
 pub struct Records(Mutex<Vec<(String, String, RequestRecord)>>);
 
 impl RecordSink for Records {
-    fn record(&self, tap: &TapLabels, model: &str, record: &RequestRecord) {
-        self.0
-            .lock()
-            .unwrap()
-            .push((tap.tap.to_string(), model.to_string(), record.clone()));
+    fn finished(&self, f: &Finished<'_>) {
+        self.0.lock().unwrap().push((
+            f.tap.tap.to_string(),
+            f.model.value.to_string(),
+            f.record.clone(),
+        ));
     }
 }
 

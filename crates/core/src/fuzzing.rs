@@ -78,7 +78,7 @@ pub fn request(data: &[u8]) {
             fingerprint: true,
             prefixes: true,
             estimate: Some(crate::decode::tokens::Estimator::new(
-                crate::decode::tokens::Encoding::O200kBase,
+                crate::decode::tokens::Tokenizer::O200kBase,
             )),
         },
     );

@@ -17,7 +17,8 @@
 //! it comes.
 
 use crate::decode::dialect::Dialect;
-use crate::decode::openai::{classify_event, EventKind};
+use crate::decode::event::EventKind;
+use crate::decode::openai::classify_event;
 use crate::decode::Operation;
 use serde_json::value::RawValue;
 use std::borrow::Cow;

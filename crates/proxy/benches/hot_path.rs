@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokentap_core::decode::openai;
 use tokentap_core::decode::sse::{SseDecoder, SseItem, SseLimits};
-use tokentap_core::decode::tokens::{Encoding, Estimator};
+use tokentap_core::decode::tokens::{Estimator, Tokenizer};
 use tokentap_core::record::{Meter, MeterLimits};
 use tokentap_proxy::metrics::{Metrics, TapLabels, TapSink};
 
@@ -75,7 +75,7 @@ fn record(c: &mut Criterion) {
         ("meter+metrics per event", None),
         (
             "meter+metrics+tiktoken estimate per event",
-            Some(Estimator::new(Encoding::O200kBase)),
+            Some(Estimator::new(Tokenizer::O200kBase)),
         ),
     ] {
         g.bench_function(name, |b| {

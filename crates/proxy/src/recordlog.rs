@@ -157,7 +157,7 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokentap_core::analysis::report::read_jsonl;
+    use tokentap_core::analysis::span_report::read_jsonl;
 
     fn sample(i: u32) -> Sample {
         Sample {

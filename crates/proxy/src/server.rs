@@ -14,14 +14,13 @@
 use crate::admin::{AdminApp, Readiness};
 use crate::config::Config;
 use crate::limits::app::GuardedApp;
-use crate::metrics::attribution::CorrelationMetrics;
+use crate::live_analyses::Analyses;
 use crate::metrics::Metrics;
-use crate::observe::Hooks;
 use crate::otlp::Otlp;
-use crate::proxy::{Tap, TapAnalysis, TapProxy};
+use crate::proxy::{Tap, TapAnalysis, TapParts, TapProxy};
 use crate::recordlog::RecordLog;
 use crate::reload::{self, Reloader};
-use crate::windows::Analyses;
+use crate::sinks::{self, AnalysisSink, CorrelatorSink, Hooks, TapSinks};
 use async_trait::async_trait;
 use pingora::apps::HttpServerOptions;
 use pingora::protocols::http::v2::server::H2Options;
@@ -34,7 +33,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tokentap_core::correlate::{AttributionSink, Correlator};
 use tokio::sync::watch;
 
 /// A startup problem.
@@ -118,14 +116,10 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
     let ready = Readiness::default();
     let correlator = match config.correlation {
         None => None,
-        Some(cfg) => {
-            let mut sinks: Vec<Arc<dyn AttributionSink>> =
-                vec![Arc::new(CorrelationMetrics::new(metrics.clone()))];
-            sinks.extend(hooks.attributions.iter().cloned());
-            let c = Correlator::new(cfg, sinks);
-            c.start_sweeper().map_err(StartError::Thread)?;
-            Some(c)
-        }
+        Some(cfg) => Some(
+            crate::correlation::start(cfg, &metrics, &hooks.attributions)
+                .map_err(StartError::Thread)?,
+        ),
     };
     let conf = ServerConf {
         threads: config.threads,
@@ -163,20 +157,30 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
             .map_or(tokentap_core::analysis::TenantSource::ApiKey, |a| {
                 a.settings.tenant.clone()
             });
+        let sampled = tap_live.is_some() || record_log.is_some();
         let analysis = TapAnalysis {
-            tenant: (tap_live.is_some() || record_log.is_some()).then_some(tenant),
-            live: tap_live,
-            record_log,
+            tenant: sampled.then_some(tenant),
+            live: tap_live.clone(),
         };
-        let tap = Arc::new(Tap::new(
-            tap_cfg.clone(),
-            metrics.clone(),
-            hooks.clone(),
-            correlator.clone(),
-            spans.clone(),
+        let sinks = sinks::for_tap(TapSinks {
+            metrics: metrics.clone(),
+            hooks: hooks.records.clone(),
+            spans: spans.clone(),
+            analysis: sampled.then(|| AnalysisSink {
+                live: tap_live,
+                record_log,
+            }),
+            correlator: correlator.clone().map(CorrelatorSink),
+        });
+        let parts = TapParts {
+            metrics: metrics.clone(),
+            observer: hooks.observer.clone(),
+            correlator: correlator.clone(),
+            sinks,
             span_events,
             analysis,
-        ));
+        };
+        let tap = Arc::new(Tap::new(tap_cfg.clone(), parts));
         taps.push(tap.clone());
         let mut svc = Service::new(
             format!("tap {}", tap_cfg.name),

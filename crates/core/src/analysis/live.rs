@@ -13,8 +13,8 @@
 use super::cache::PrefixMemory;
 use super::engines::EngineWindow;
 use super::load::{self, Concurrency, Level};
-use super::report::{self, Report, TapReport, CLOCK};
 use super::series::Point;
+use super::span_report::{self, Report, TapReport, CLOCK};
 use super::{analyze, point, AnalysisSettings, Input, Sample, Scope};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -215,7 +215,7 @@ impl Live {
                 hist.points.pop_front();
                 hist.levels.pop_front();
             }
-            report::finish(&mut analysis, hist.points.iter().cloned().collect(), s);
+            span_report::finish(&mut analysis, hist.points.iter().cloned().collect(), s);
             if let super::Test::Measured(c) = &mut analysis.capacity {
                 let merged = load::merge_levels(hist.levels.iter().flatten());
                 c.capacity = load::capacity_of_levels(

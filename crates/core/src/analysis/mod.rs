@@ -5,7 +5,7 @@
 //!
 //! Owns: the definitions of every windowed figure (see each module's docs
 //! and `docs/analyses.md`), the sample-count rules of percentiles
-//! (`stats`), and the report's shape (`Analysis`, `report::Report`).
+//! (`stats`), and the report's shape (`Analysis`, `span_report::Report`).
 //! Does not own: measuring (`record`), exporting (`live` publishes gauges,
 //! `report` renders), or joining taps live (`correlate`).
 //!
@@ -31,10 +31,10 @@ pub mod itl;
 pub mod live;
 pub mod load;
 pub mod pressure;
-pub mod report;
 pub mod sample;
 pub mod series;
 pub mod settings;
+pub mod span_report;
 pub mod stats;
 pub mod tenant;
 pub mod workload;

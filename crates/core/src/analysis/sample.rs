@@ -154,7 +154,7 @@ impl Sample {
                 .unwrap_or_default(),
             operation: r.operation.as_str().to_owned(),
             stream: r.stream,
-            protocol: r.protocol.as_str().to_owned(),
+            protocol: r.body_kind.as_str().to_owned(),
             model: r.model().map(str::to_owned),
             status: r.status,
             outcome: r.outcome.as_str().to_owned(),

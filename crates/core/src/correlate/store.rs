@@ -131,22 +131,6 @@ impl Correlator {
         &self.config
     }
 
-    /// Starts a thread that sweeps until the correlator is dropped.
-    pub fn start_sweeper(self: &Arc<Self>) -> std::io::Result<()> {
-        let weak: Weak<Correlator> = Arc::downgrade(self);
-        let every = (self.config.settle / 4).max(Duration::from_millis(20));
-        std::thread::Builder::new()
-            .name("tokentap-correlate".into())
-            .spawn(move || loop {
-                std::thread::sleep(every);
-                match weak.upgrade() {
-                    Some(c) => c.sweep(Instant::now()),
-                    None => return,
-                }
-            })?;
-        Ok(())
-    }
-
     fn count(&self, result: Joined, n: u64) {
         if n > 0 {
             for s in &self.sinks {

@@ -10,9 +10,10 @@
 //! `error`. The event type is read from the data's `type` (the SSE `event:`
 //! line says the same; an `event: error` line alone also counts).
 
-use super::openai::{
-    is_output, summary, EventKind, EventSummary, FinishReason, Malformed, OutputKinds, UsageView,
+use super::event::{
+    is_output, summary, EventKind, EventSummary, FinishReason, Malformed, OutputKinds,
 };
+use super::openai::UsageView;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::value::RawValue;

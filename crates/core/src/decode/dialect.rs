@@ -9,7 +9,7 @@
 //! (Ollama, NDJSON), `/generate_stream` and `/generate` (TGI),
 //! `/v1/embeddings` (no stream).
 
-use super::openai::{EventSummary, Malformed};
+use super::event::{EventSummary, Malformed};
 use super::{anthropic, ollama, openai, responses, tgi, Operation};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

@@ -15,9 +15,9 @@ const OUT_BYTES: usize = 16 * 1024;
 /// Plain bytes decoded per response at most.
 pub const MAX_INFLATED_BYTES: u64 = 256 * 1024 * 1024;
 
-/// A `Content-Encoding`, as far as measuring goes.
+/// A `Content-ContentEncoding`, as far as measuring goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoding {
+pub enum ContentEncoding {
     Identity,
     Gzip,
     Deflate,
@@ -25,19 +25,19 @@ pub enum Encoding {
     Unsupported,
 }
 
-impl Encoding {
-    pub fn from_header(value: Option<&[u8]>) -> Encoding {
+impl ContentEncoding {
+    pub fn from_header(value: Option<&[u8]>) -> ContentEncoding {
         let Some(v) = value.map(<[u8]>::trim_ascii).filter(|v| !v.is_empty()) else {
-            return Encoding::Identity;
+            return ContentEncoding::Identity;
         };
         if v.eq_ignore_ascii_case(b"identity") {
-            Encoding::Identity
+            ContentEncoding::Identity
         } else if v.eq_ignore_ascii_case(b"gzip") || v.eq_ignore_ascii_case(b"x-gzip") {
-            Encoding::Gzip
+            ContentEncoding::Gzip
         } else if v.eq_ignore_ascii_case(b"deflate") {
-            Encoding::Deflate
+            ContentEncoding::Deflate
         } else {
-            Encoding::Unsupported
+            ContentEncoding::Unsupported
         }
     }
 }
@@ -66,11 +66,11 @@ impl std::fmt::Debug for Inflater {
 
 impl Inflater {
     /// An inflater for gzip or deflate (zlib-wrapped, as HTTP says).
-    pub fn new(encoding: Encoding) -> Option<Inflater> {
+    pub fn new(encoding: ContentEncoding) -> Option<Inflater> {
         let z = match encoding {
-            Encoding::Gzip => Decompress::new_gzip(15),
-            Encoding::Deflate => Decompress::new(true),
-            Encoding::Identity | Encoding::Unsupported => return None,
+            ContentEncoding::Gzip => Decompress::new_gzip(15),
+            ContentEncoding::Deflate => Decompress::new(true),
+            ContentEncoding::Identity | ContentEncoding::Unsupported => return None,
         };
         Some(Inflater {
             z,
@@ -125,7 +125,7 @@ mod tests {
     }
 
     fn inflate_in_pieces(
-        enc: Encoding,
+        enc: ContentEncoding,
         data: &[u8],
         piece: usize,
     ) -> Result<Vec<u8>, InflateError> {
@@ -145,7 +145,7 @@ mod tests {
         let gz = gzip(&plain);
         for piece in [1, 7, 1000, gz.len()] {
             assert_eq!(
-                inflate_in_pieces(Encoding::Gzip, &gz, piece).unwrap(),
+                inflate_in_pieces(ContentEncoding::Gzip, &gz, piece).unwrap(),
                 plain,
                 "pieces of {piece}"
             );
@@ -153,7 +153,7 @@ mod tests {
         let mut z = ZlibEncoder::new(Vec::new(), Compression::fast());
         z.write_all(&plain).unwrap();
         assert_eq!(
-            inflate_in_pieces(Encoding::Deflate, &z.finish().unwrap(), 333).unwrap(),
+            inflate_in_pieces(ContentEncoding::Deflate, &z.finish().unwrap(), 333).unwrap(),
             plain
         );
     }
@@ -161,26 +161,38 @@ mod tests {
     #[test]
     fn corrupt_and_bombs_stop() {
         assert_eq!(
-            inflate_in_pieces(Encoding::Gzip, b"not gzip at all", 4),
+            inflate_in_pieces(ContentEncoding::Gzip, b"not gzip at all", 4),
             Err(InflateError::Corrupt)
         );
         let bomb = gzip(&vec![b'x'; (MAX_INFLATED_BYTES + 1024 * 1024) as usize]);
         assert!(bomb.len() < 1024 * 1024, "a small input");
         assert_eq!(
-            inflate_in_pieces(Encoding::Gzip, &bomb, 64 * 1024),
+            inflate_in_pieces(ContentEncoding::Gzip, &bomb, 64 * 1024),
             Err(InflateError::TooLarge)
         );
     }
 
     #[test]
     fn encodings_from_headers() {
-        assert_eq!(Encoding::from_header(None), Encoding::Identity);
-        assert_eq!(Encoding::from_header(Some(b" GZIP ")), Encoding::Gzip);
-        assert_eq!(Encoding::from_header(Some(b"deflate")), Encoding::Deflate);
-        assert_eq!(Encoding::from_header(Some(b"br")), Encoding::Unsupported);
         assert_eq!(
-            Encoding::from_header(Some(b"gzip, br")),
-            Encoding::Unsupported
+            ContentEncoding::from_header(None),
+            ContentEncoding::Identity
+        );
+        assert_eq!(
+            ContentEncoding::from_header(Some(b" GZIP ")),
+            ContentEncoding::Gzip
+        );
+        assert_eq!(
+            ContentEncoding::from_header(Some(b"deflate")),
+            ContentEncoding::Deflate
+        );
+        assert_eq!(
+            ContentEncoding::from_header(Some(b"br")),
+            ContentEncoding::Unsupported
+        );
+        assert_eq!(
+            ContentEncoding::from_header(Some(b"gzip, br")),
+            ContentEncoding::Unsupported
         );
     }
 }

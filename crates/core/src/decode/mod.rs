@@ -15,6 +15,7 @@
 pub mod anthropic;
 pub mod capped;
 pub mod dialect;
+pub mod event;
 pub mod fingerprint;
 pub mod inflate;
 pub mod ndjson;
@@ -70,6 +71,16 @@ pub enum BodyKind {
 }
 
 impl BodyKind {
+    /// How the record log and the report name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BodyKind::Sse => "sse",
+            BodyKind::Json => "json",
+            BodyKind::Ndjson => "ndjson",
+            BodyKind::Opaque => "none",
+        }
+    }
+
     pub fn from_content_type(content_type: &[u8]) -> Self {
         let essence = content_type
             .split(|b| *b == b';')

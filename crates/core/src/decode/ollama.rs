@@ -7,7 +7,7 @@
 //! `eval_count`) and the engine's own durations in nanoseconds, which are
 //! kept as `EngineTiming`. `{"error": ...}` is an error.
 
-use super::openai::{
+use super::event::{
     is_output, summary, EngineTiming, EventKind, EventSummary, FinishReason, Malformed,
     OutputKinds, Usage,
 };

@@ -11,7 +11,7 @@
 //! `response.failed` and `error` are errors. The model comes with
 //! `response.created`.
 
-use super::openai::{
+use super::event::{
     is_output, summary, EventKind, EventSummary, FinishReason, Malformed, OutputKinds, Usage,
 };
 use serde::Deserialize;

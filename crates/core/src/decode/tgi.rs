@@ -7,7 +7,7 @@
 //! and on newer versions `input_length`), which ends the stream: TGI sends
 //! no `[DONE]`. `{"error": ...}` is an error.
 
-use super::openai::{
+use super::event::{
     is_output, summary, EventKind, EventSummary, FinishReason, Malformed, OutputKinds, Usage,
 };
 use serde::de::IgnoredAny;

@@ -20,7 +20,7 @@ use tiktoken_rs::CoreBPE;
 /// A tiktoken encoding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Encoding {
+pub enum Tokenizer {
     /// GPT-4o, GPT-4.1, GPT-5, o-series.
     O200kBase,
     /// GPT-4, GPT-3.5.
@@ -31,7 +31,7 @@ pub enum Encoding {
 #[derive(Clone, Copy)]
 pub struct Estimator {
     bpe: &'static CoreBPE,
-    pub encoding: Encoding,
+    pub encoding: Tokenizer,
 }
 
 impl fmt::Debug for Estimator {
@@ -55,10 +55,10 @@ const REPLY_PRIMING: u64 = 3;
 impl Estimator {
     /// Loads the encoding's table (once per process; ~0.1–0.3 s, done when
     /// the config is loaded so that no request waits for it).
-    pub fn new(encoding: Encoding) -> Self {
+    pub fn new(encoding: Tokenizer) -> Self {
         let bpe = match encoding {
-            Encoding::O200kBase => tiktoken_rs::o200k_base_singleton(),
-            Encoding::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
+            Tokenizer::O200kBase => tiktoken_rs::o200k_base_singleton(),
+            Tokenizer::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
         };
         Estimator { bpe, encoding }
     }
@@ -132,19 +132,19 @@ mod tests {
 
     #[test]
     fn counts_known_strings() {
-        let e = Estimator::new(Encoding::O200kBase);
+        let e = Estimator::new(Tokenizer::O200kBase);
         // Reference counts from OpenAI's tokenizer for o200k_base.
         assert_eq!(e.count("hello world"), 2);
         assert_eq!(e.count(""), 0);
         let raw = serde_json::value::to_raw_value(" quick brown fox").unwrap();
         assert_eq!(e.count_raw(&raw), 3);
-        let c = Estimator::new(Encoding::Cl100kBase);
+        let c = Estimator::new(Tokenizer::Cl100kBase);
         assert_eq!(c.count("hello world"), 2);
     }
 
     #[test]
     fn counts_prompts_of_every_shape() {
-        let e = Estimator::new(Encoding::O200kBase);
+        let e = Estimator::new(Tokenizer::O200kBase);
         let chat = e
             .prompt(br#"{"messages":[{"role":"user","content":"hello world"}]}"#)
             .unwrap();

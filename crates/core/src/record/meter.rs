@@ -10,9 +10,9 @@
 use super::types::*;
 use crate::decode::capped::CappedBuf;
 use crate::decode::dialect::{self, Dialect};
-use crate::decode::inflate::{Encoding, InflateError, Inflater};
+use crate::decode::event::Usage;
+use crate::decode::inflate::{ContentEncoding, Inflater};
 use crate::decode::ndjson::NdjsonDecoder;
-use crate::decode::openai::Usage;
 use crate::decode::request::{self, RequestInfo};
 use crate::decode::sse::{SseDecoder, SseLimits};
 use crate::decode::tokens::Estimator;
@@ -100,13 +100,13 @@ pub struct Meter {
     t_headers: Option<Instant>,
     t_body_end: Option<Instant>,
     body_kind: BodyKind,
-    sse: Option<SseDecoder>,
-    ndjson: Option<NdjsonDecoder>,
-    json: Option<CappedBuf>,
-    /// For gzip/deflate responses: inflates a copy for the decoders.
-    inflater: Option<Inflater>,
+    /// What the response body is decoded with (one state, see `body`).
+    body: Body,
     response_bytes: u64,
     stream: StreamState,
+    /// A call to make panic (tests of the fail-open guard).
+    #[cfg(feature = "fault-injection")]
+    fault: Option<MeterCall>,
 }
 
 impl Meter {
@@ -133,11 +133,10 @@ impl Meter {
             t_headers: None,
             t_body_end: None,
             body_kind: BodyKind::Opaque,
-            sse: None,
-            ndjson: None,
-            json: None,
-            inflater: None,
+            body: Body::Idle,
             response_bytes: 0,
+            #[cfg(feature = "fault-injection")]
+            fault: None,
             stream: StreamState {
                 t0,
                 t_first_event: None,
@@ -253,6 +252,7 @@ impl Meter {
         if let (true, Some(len)) = (self.operation.is_llm(), content_length) {
             self.req_body.reserve_for(len);
         }
+        self.fault_point(MeterCall::RequestHead);
     }
 
     /// A piece of the request body (copied, capped; never held back). At
@@ -268,6 +268,7 @@ impl Meter {
         if !end {
             return None;
         }
+        self.fault_point(MeterCall::RequestBody);
         match self.req_body.bytes() {
             None => self.request_error = Some(MeasureError::RequestBodyTooLarge),
             Some([]) => {}
@@ -291,6 +292,7 @@ impl Meter {
 
     /// The parsed request (from `request_body` or from elsewhere).
     pub fn set_request(&mut self, parsed: Result<RequestInfo, request::NotJson>) {
+        self.fault_point(MeterCall::RequestBody);
         match parsed {
             Ok(info) => self.request = info,
             Err(_) => self.request_error = Some(MeasureError::RequestNotJson),
@@ -308,38 +310,41 @@ impl Meter {
     ) {
         self.t_headers = Some(at);
         self.status = Some(status);
+        self.fault_point(MeterCall::ResponseHead);
+        if matches!(self.body, Body::Poisoned) {
+            return; // measuring stopped for good (a caught panic)
+        }
         self.body_kind = content_type.map_or(BodyKind::Opaque, BodyKind::from_content_type);
         let verdict_body = self.read_verdict && self.body_kind == BodyKind::Json;
         if !(self.operation.is_llm() || verdict_body) || !(200..300).contains(&status) {
             return;
         }
-        let encoding = Encoding::from_header(content_encoding);
-        match self.body_kind {
-            BodyKind::Opaque => return,
-            _ if encoding == Encoding::Unsupported => {
-                self.stream.fail(MeasureError::CompressedBody);
-                return;
-            }
-            _ => self.inflater = Inflater::new(encoding),
+        let encoding = ContentEncoding::from_header(content_encoding);
+        if encoding == ContentEncoding::Unsupported && self.body_kind != BodyKind::Opaque {
+            self.stream.fail(MeasureError::CompressedBody);
+            return;
         }
-        match self.body_kind {
-            BodyKind::Opaque => {}
-            BodyKind::Sse => self.sse = Some(SseDecoder::new(self.limits.sse)),
-            BodyKind::Ndjson => {
-                self.ndjson = Some(NdjsonDecoder::new(self.limits.sse.max_event_bytes));
-            }
+        let inflater = Inflater::new(encoding);
+        self.body = match self.body_kind {
+            BodyKind::Opaque => Body::Idle,
+            BodyKind::Sse => Body::Sse(Decoding::new(SseDecoder::new(self.limits.sse), inflater)),
+            BodyKind::Ndjson => Body::Ndjson(Decoding::new(
+                NdjsonDecoder::new(self.limits.sse.max_event_bytes),
+                inflater,
+            )),
             BodyKind::Json => {
                 let mut buf = CappedBuf::new(self.limits.json_body_bytes);
                 if let Some(len) = content_length {
                     buf.reserve_for(len);
                 }
-                self.json = Some(buf);
+                Body::Json(Decoding::new(buf, inflater))
             }
-        }
+        };
     }
 
     /// A piece of the response body, seen at `at` (before it is written on).
     pub fn response_body(&mut self, at: Instant, piece: &[u8], sink: &mut dyn TokenSink) {
+        self.fault_point(MeterCall::ResponseBody);
         self.response_bytes = self
             .response_bytes
             .saturating_add(u64::try_from(piece.len()).unwrap_or(u64::MAX));
@@ -349,34 +354,14 @@ impl Meter {
             dialect: self.dialect,
             requested_model: self.request.model.as_deref(),
         };
-        let mut decoders = Decoders {
-            sse: &mut self.sse,
-            ndjson: &mut self.ndjson,
-            json: &mut self.json,
-            stream: &mut self.stream,
-        };
-        match self.inflater.as_mut() {
-            None => decoders.plain(&ctx, piece, sink),
-            Some(inflater) => {
-                let result = inflater.feed(piece, &mut |plain| decoders.plain(&ctx, plain, sink));
-                if let Err(e) = result {
-                    self.stream.fail(match e {
-                        InflateError::Corrupt => MeasureError::InflateFailed,
-                        InflateError::TooLarge => MeasureError::InflatedTooLarge,
-                    });
-                    self.inflater = None;
-                    self.sse = None;
-                    self.ndjson = None;
-                    self.json = None;
-                }
-            }
-        }
+        self.body.feed(&ctx, piece, &mut self.stream, sink);
     }
 
     /// The upstream body ended (the last byte has been seen).
     pub fn response_end(&mut self, at: Instant) {
         self.t_body_end = Some(at);
-        if let Some(dec) = self.ndjson.as_mut() {
+        self.fault_point(MeterCall::ResponseEnd);
+        if let Body::Ndjson(d) = &mut self.body {
             let ctx = EventCtx {
                 at,
                 operation: self.operation,
@@ -384,10 +369,13 @@ impl Meter {
                 requested_model: self.request.model.as_deref(),
             };
             let st = &mut self.stream;
-            dec.finish(&mut |line| st.on_line(&ctx, line, &mut ()));
+            d.dec.finish(&mut |line| st.on_line(&ctx, line, &mut ()));
         }
-        if let Some(buf) = self.json.take() {
-            match buf.bytes() {
+        if matches!(self.body, Body::Json(_)) {
+            let Body::Json(d) = std::mem::take(&mut self.body) else {
+                return;
+            };
+            match d.dec.bytes() {
                 None => self.stream.fail(MeasureError::JsonBodyTooLarge),
                 Some(body) => {
                     if self.read_verdict {
@@ -406,15 +394,13 @@ impl Meter {
 
     /// Stops all decoding after a decoder panicked; the stream flows on.
     pub fn poison(&mut self) {
-        self.sse = None;
-        self.ndjson = None;
-        self.json = None;
-        self.inflater = None;
+        self.body = Body::Poisoned;
         self.stream.fail(MeasureError::DecoderPanic);
     }
 
     /// Closes the record.
     pub fn finish(&mut self, at: Instant, end: TransportEnd) -> RequestRecord {
+        self.fault_point(MeterCall::Finish);
         let st = &self.stream;
         let t0 = self.t0;
         let since = move |t: Option<Instant>| t.map(|t| t.saturating_duration_since(t0));
@@ -455,15 +441,14 @@ impl Meter {
             TransportEnd::Complete => (Outcome::Ok, None),
         };
 
-        let decoded =
-            (self.sse.is_some() || self.ndjson.is_some() || self.body_kind == BodyKind::Json)
-                && st.measure_error.is_none();
+        let decoded = (self.body.is_streaming() || self.body_kind == BodyKind::Json)
+            && st.measure_error.is_none();
         let (output_tokens, output_source) = match st.usage.completion_tokens {
             Some(n) => (Some(n), Some(TokenSource::Usage)),
             None if st.estimator.is_some() && decoded && self.operation.is_llm() => {
                 (Some(st.estimated), Some(TokenSource::Estimate))
             }
-            None if (self.sse.is_some() || self.ndjson.is_some()) && st.measure_error.is_none() => {
+            None if self.body.is_streaming() && st.measure_error.is_none() => {
                 (Some(st.choice_deltas), Some(TokenSource::Events))
             }
             None => (None, None),
@@ -525,12 +510,7 @@ impl Meter {
             trace_created: self.trace_created,
             tenant: self.tenant.take(),
             in_flight: self.in_flight,
-            protocol: match self.body_kind {
-                BodyKind::Sse => Protocol::Sse,
-                BodyKind::Json => Protocol::Json,
-                BodyKind::Ndjson => Protocol::Ndjson,
-                BodyKind::Opaque => Protocol::Other,
-            },
+            body_kind: self.body_kind,
             dialect: self.dialect,
             engine_timing: self.stream.engine_timing,
             verdict: self.read_verdict.then(|| match outcome {
@@ -541,8 +521,12 @@ impl Meter {
     }
 }
 
+mod body;
+mod guard;
 mod stream;
-use stream::{Decoders, EventCtx, StreamState};
+use body::{Body, Decoding};
+pub use guard::MeterCall;
+use stream::{EventCtx, StreamState};
 
 #[cfg(test)]
 mod dialect_tests;

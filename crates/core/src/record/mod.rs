@@ -12,5 +12,5 @@
 mod meter;
 mod types;
 
-pub use meter::{Meter, MeterLimits, TokenEvent, TokenSink, INLINE_PARSE_BYTES};
+pub use meter::{Meter, MeterCall, MeterLimits, TokenEvent, TokenSink, INLINE_PARSE_BYTES};
 pub use types::*;

@@ -1,6 +1,6 @@
 //! The values a finished request leaves behind, and their bounded enums.
 
-use crate::decode::openai::FinishReason;
+use crate::decode::event::FinishReason;
 use crate::decode::request::RequestInfo;
 use crate::decode::Operation;
 use crate::trace::TraceParent;
@@ -237,36 +237,12 @@ pub struct RequestRecord {
     /// Requests in flight at this tap when this one started, itself
     /// included (0 when analyses are off).
     pub in_flight: u32,
-    /// How the response body was framed.
-    pub protocol: Protocol,
+    /// How the response body was framed (from its content type).
+    pub body_kind: crate::decode::BodyKind,
     /// The API dialect the request was read in.
     pub dialect: crate::decode::dialect::Dialect,
     /// The engine's own account of its time, when it gives one (Ollama).
-    pub engine_timing: Option<crate::decode::openai::EngineTiming>,
-}
-
-/// The response's streaming protocol, as the report states it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Protocol {
-    /// `text/event-stream`.
-    Sse,
-    /// A JSON body (not streamed).
-    Json,
-    /// Newline-delimited JSON (Ollama's streams).
-    Ndjson,
-    /// No body tokentap decodes (or no response).
-    Other,
-}
-
-impl Protocol {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Protocol::Sse => "sse",
-            Protocol::Json => "json",
-            Protocol::Ndjson => "ndjson",
-            Protocol::Other => "none",
-        }
-    }
+    pub engine_timing: Option<crate::decode::event::EngineTiming>,
 }
 
 impl RequestRecord {

@@ -299,7 +299,7 @@ pub struct TapFile {
     pub inject_usage: bool,
     /// Count tokens with this tiktoken encoding where no usage reports them.
     #[serde(default)]
-    pub estimate_tokens: Option<tokentap_core::decode::tokens::Encoding>,
+    pub estimate_tokens: Option<tokentap_core::decode::tokens::Tokenizer>,
 }
 
 #[derive(Debug, Deserialize)]

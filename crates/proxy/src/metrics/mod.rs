@@ -12,7 +12,7 @@ pub mod otel;
 pub mod prom;
 mod record;
 mod sink;
-pub mod window;
+pub mod window_gauges;
 
 pub use sink::{Offsets, TapSink, OFFSETS_RESERVED};
 pub use tokentap_core::labels::TapLabels;

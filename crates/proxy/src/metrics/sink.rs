@@ -5,7 +5,7 @@
 
 use super::otel::Instrument;
 use super::{Metrics, TapLabels};
-use crate::observe::EventObserver;
+use crate::sinks::EventObserver;
 use opentelemetry::KeyValue;
 use prometheus::Histogram;
 use std::sync::Arc;

@@ -1,6 +1,8 @@
 //! The per-request context pingora carries between hooks: the `Meter`, the
-//! metrics sink, and the in-flight guard. Also the fail-open wrapper around
-//! per-chunk decoding.
+//! metrics sink, and the in-flight guard. Every `Meter` call a hook makes
+//! goes through `RequestCtx::guarded`: a panic inside measuring stops
+//! measurement for this request (`decoder_panic`, counted `unmeasured`),
+//! never the bytes.
 
 use super::tap::{Tap, TapSettings};
 use crate::config::Boundary;
@@ -12,7 +14,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokentap_core::analysis::live::TapLive;
 use tokentap_core::analysis::tenant::tenant_of;
 use tokentap_core::decode::request::{self, NotJson, RequestInfo};
-use tokentap_core::record::Meter;
+use tokentap_core::record::{Meter, RequestRecord, TransportEnd};
 use tokentap_core::trace::{TraceMode, TraceParent};
 
 pub struct RequestCtx {
@@ -72,7 +74,7 @@ impl RequestCtx {
         let mut sink = TapSink::new(
             tap.metrics.clone(),
             tap.labels.clone(),
-            tap.hooks.observer.clone(),
+            tap.observer.clone(),
         );
         sink.keep_offsets(tap.event_cap());
         let meter = Meter::new(now, wall, settings.config.limits)
@@ -130,15 +132,47 @@ impl RequestCtx {
         self.meter.set_trace(trace, self.inject_trace.is_some());
     }
 
+    /// Runs a `Meter` call under the fail-open guard: if it panics, the
+    /// request stops being measured (`decoder_panic`) and `None` is
+    /// returned; the hooks forward the bytes whatever happens here.
+    fn guarded<T>(&mut self, f: impl FnOnce(&mut Meter, &mut TapSink) -> T) -> Option<T> {
+        let (meter, sink) = (&mut self.meter, &mut self.sink);
+        match catch_unwind(AssertUnwindSafe(|| f(meter, sink))) {
+            Ok(v) => Some(v),
+            Err(_) => {
+                self.meter.poison();
+                None
+            }
+        }
+    }
+
+    /// Makes the named `Meter` call panic (`x-tokentap-fault`, test builds
+    /// only): the guard's promise, shown end to end.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_fault(&mut self, header: Option<&[u8]>) {
+        let call = header
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(tokentap_core::record::MeterCall::from_label);
+        if let Some(call) = call {
+            self.meter.inject_fault(call);
+        }
+    }
+
+    /// The request line and headers.
+    pub fn request_head(&mut self, path: &str, id: Option<&[u8]>, content_length: Option<u64>) {
+        self.guarded(|m, _| m.request_head(path, id, content_length));
+    }
+
     /// A piece of the request body. A large complete body is parsed on the
     /// blocking pool, so the tap's thread keeps relaying other streams.
     pub fn request_body(&mut self, piece: &[u8], end: bool) {
-        if let Some(body) = self.meter.request_body(piece, end) {
-            let hashes = self.meter.hashes();
-            self.pending_request = Some(tokio::task::spawn_blocking(move || {
-                request::parse_request_with(&body, hashes)
-            }));
-        }
+        let Some(Some(body)) = self.guarded(|m, _| m.request_body(piece, end)) else {
+            return;
+        };
+        let hashes = self.meter.hashes();
+        self.pending_request = Some(tokio::task::spawn_blocking(move || {
+            request::parse_request_with(&body, hashes)
+        }));
     }
 
     /// Takes the result of a request parse that ran elsewhere, if any (the
@@ -146,18 +180,45 @@ impl RequestCtx {
     pub async fn collect_request(&mut self) {
         if let Some(handle) = self.pending_request.take() {
             // A panic inside the parse counts as an unreadable body.
-            self.meter.set_request(handle.await.unwrap_or(Err(NotJson)));
+            let parsed = handle.await.unwrap_or(Err(NotJson));
+            self.guarded(|m, _| m.set_request(parsed));
         }
     }
 
-    /// Feeds one response piece to the decoder. A panic inside decoding is
-    /// caught: measurement stops for this request (`decoder_panic`), the
-    /// bytes flow on.
+    /// The upstream's final response header.
+    pub fn response_head(&mut self, at: Instant, status: u16, h: &http::HeaderMap) {
+        let get = |name: &str| h.get(name).map(|v| v.as_bytes());
+        let content_length = get("content-length")
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(|v| v.trim().parse().ok());
+        self.guarded(|m, sink| {
+            sink.prepare(m.requested_model(), m.operation());
+            m.response_head(
+                at,
+                status,
+                get("content-type"),
+                get("content-encoding"),
+                content_length,
+            );
+        });
+    }
+
+    /// Feeds one response piece to the decoder.
     pub fn response_body(&mut self, at: Instant, piece: &[u8]) {
-        let (meter, sink) = (&mut self.meter, &mut self.sink);
-        let result = catch_unwind(AssertUnwindSafe(|| meter.response_body(at, piece, sink)));
-        if result.is_err() {
-            self.meter.poison();
+        self.guarded(|m, sink| m.response_body(at, piece, sink));
+    }
+
+    /// The upstream body ended.
+    pub fn response_end(&mut self, at: Instant) {
+        self.guarded(|m, _| m.response_end(at));
+    }
+
+    /// Closes the record. If that panics, the record is the one the Meter
+    /// can give without decoding anything (`unmeasured`, `decoder_panic`).
+    pub fn finish(&mut self, at: Instant, end: TransportEnd) -> RequestRecord {
+        match self.guarded(|m, _| m.finish(at, end)) {
+            Some(r) => r,
+            None => self.meter.unmeasured_record(at),
         }
     }
 }

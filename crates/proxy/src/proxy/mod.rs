@@ -23,14 +23,16 @@ mod tap;
 pub mod upstream_io;
 
 pub use ctx::RequestCtx;
-pub use tap::{Tap, TapAnalysis, TapSettings};
+pub use tap::{Tap, TapAnalysis, TapParts, TapSettings};
 
+use crate::sinks::Finished;
 use async_trait::async_trait;
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::proxy::{ProxyHttp, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorSource, Result};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokentap_core::inject::InjectResult;
@@ -155,8 +157,9 @@ impl ProxyHttp for TapProxy {
         let req = session.req_header();
         let id = header(&req.headers, "x-request-id");
         let traceparent = header(&req.headers, "traceparent");
-        ctx.meter
-            .request_head(req.uri.path(), id, content_length(&req.headers));
+        #[cfg(feature = "fault-injection")]
+        ctx.inject_fault(header(&req.headers, "x-tokentap-fault"));
+        ctx.request_head(req.uri.path(), id, content_length(&req.headers));
         ctx.sink
             .set_request_id(id.and_then(|v| std::str::from_utf8(v).ok()));
         ctx.trace(&self.tap, traceparent);
@@ -230,8 +233,6 @@ impl ProxyHttp for TapProxy {
         }
         let now = Instant::now();
         ctx.collect_request().await;
-        ctx.sink
-            .prepare(ctx.meter.requested_model(), ctx.meter.operation());
         let h = &resp.headers;
         let sse = header(h, "content-type").is_some_and(|ct| {
             tokentap_core::decode::BodyKind::from_content_type(ct)
@@ -244,13 +245,7 @@ impl ProxyHttp for TapProxy {
         {
             ctx.stripper = Some(tokentap_core::inject::UsageStripper::default());
         }
-        ctx.meter.response_head(
-            now,
-            resp.status.as_u16(),
-            header(h, "content-type"),
-            header(h, "content-encoding"),
-            content_length(h),
-        );
+        ctx.response_head(now, resp.status.as_u16(), h);
         Ok(())
     }
 
@@ -269,7 +264,7 @@ impl ProxyHttp for TapProxy {
             ctx.response_body(now, piece);
         }
         if end_of_stream {
-            ctx.meter.response_end(now);
+            ctx.response_end(now);
         }
         Ok(None)
     }
@@ -304,11 +299,21 @@ impl ProxyHttp for TapProxy {
         }
         let now = Instant::now();
         ctx.collect_request().await;
-        let record = ctx.meter.finish(now, errors::classify(e));
-        let model = ctx.sink.model_label(record.model(), record.operation);
-        let offsets = ctx.sink.take_offsets();
-        self.tap
-            .emit(&model, &record, offsets, ctx.settings.config.hop.clone());
+        let record = ctx.finish(now, errors::classify(e));
+        let emitted = catch_unwind(AssertUnwindSafe(|| {
+            let model = ctx.sink.model_label(record.model(), record.operation);
+            let offsets = ctx.sink.take_offsets();
+            self.tap.emit(&Finished {
+                tap: &self.tap.labels,
+                model: &model,
+                record: &record,
+                offsets: offsets.as_ref(),
+                settings: &ctx.settings,
+            });
+        }));
+        if emitted.is_err() {
+            tracing::error!(tap = %self.tap.labels.tap, "a record sink panicked; the record is lost");
+        }
     }
 
     fn suppress_error_log(&self, _session: &Session, ctx: &RequestCtx, e: &Error) -> bool {

@@ -5,25 +5,20 @@
 //! never changes a request mid-flight.
 
 use super::upstream_io::TimedConnector;
-use crate::config::{Boundary, TapConfig};
-use crate::metrics::Offsets;
+use crate::config::TapConfig;
 use crate::metrics::{InFlight, Metrics, TapLabels};
-use crate::observe::Hooks;
-use crate::otlp::spans::SpanPipeline;
-use crate::recordlog::RecordLog;
+use crate::sinks::{EventObserver, Finished, RecordSink};
 use arc_swap::ArcSwap;
 use pingora::upstreams::peer::HttpPeer;
 use pingora::utils::tls::{parse_x509, WrappedX509};
 use std::sync::Arc;
 use std::time::Duration;
 use tokentap_core::analysis::live::TapLive;
-use tokentap_core::analysis::{Sample, TenantSource};
-use tokentap_core::correlate::{Correlator, TapRecord, Verdict};
+use tokentap_core::analysis::TenantSource;
+use tokentap_core::correlate::Correlator;
 use tokentap_core::inject::InjectResult;
-use tokentap_core::labels::ModelLabel;
 use tokentap_core::labels::{Injection, Rejected};
 use tokentap_core::limits::RejectReason;
-use tokentap_core::record::RequestRecord;
 
 /// How long an idle pooled upstream connection is kept.
 const UPSTREAM_POOL_IDLE: Duration = Duration::from_secs(60);
@@ -52,67 +47,75 @@ pub struct Tap {
     pub labels: TapLabels,
     pub metrics: Arc<Metrics>,
     pub in_flight: InFlight,
-    pub hooks: Hooks,
-    /// Joins this process's taps (when correlation is on).
+    /// Sees every token event (tests).
+    pub observer: Option<Arc<dyn EventObserver>>,
+    /// Joins this process's taps (when correlation is on): a request keeps
+    /// its trace open while it runs.
     pub correlator: Option<Arc<Correlator>>,
-    /// Exports one span per request (when OTLP traces are on).
-    pub spans: Option<Arc<SpanPipeline>>,
+    /// Where a finished request goes, in order (`sinks::for_tap`).
+    sinks: Vec<Arc<dyn RecordSink>>,
     /// Token-event times kept per request (correlation, span events,
     /// analyses).
     event_cap: usize,
-    /// Live analyses, the record log, and where tenants come from.
+    /// The request-time side of the analyses.
     pub analysis: TapAnalysis,
 }
 
-/// A tap's part in the analyses (all off by default).
+/// What a request needs of the analyses while it runs (all off by default).
 #[derive(Default)]
 pub struct TapAnalysis {
+    /// The live analyses' in-flight integral.
     pub live: Option<Arc<TapLive>>,
-    pub record_log: Option<RecordLog>,
-    /// Set when either of the above is: requests then carry a tenant.
+    /// Set when the tap samples requests (live analyses or a record log):
+    /// requests then carry a tenant and prompt-prefix hashes.
     pub tenant: Option<TenantSource>,
 }
 
 impl TapAnalysis {
-    /// Whether requests should be sampled at all.
+    /// Whether requests are sampled at all.
     pub fn on(&self) -> bool {
-        self.live.is_some() || self.record_log.is_some()
+        self.tenant.is_some()
     }
 }
 
+/// What a tap is built from (`server::build`).
+pub struct TapParts {
+    pub metrics: Arc<Metrics>,
+    pub observer: Option<Arc<dyn EventObserver>>,
+    pub correlator: Option<Arc<Correlator>>,
+    pub sinks: Vec<Arc<dyn RecordSink>>,
+    /// Token events the span sink keeps per request (0: none).
+    pub span_events: usize,
+    pub analysis: TapAnalysis,
+}
+
 impl Tap {
-    pub fn new(
-        config: TapConfig,
-        metrics: Arc<Metrics>,
-        hooks: Hooks,
-        correlator: Option<Arc<Correlator>>,
-        spans: Option<Arc<SpanPipeline>>,
-        span_events: usize,
-        analysis: TapAnalysis,
-    ) -> Self {
+    pub fn new(config: TapConfig, parts: TapParts) -> Self {
         let labels = TapLabels {
             tap: config.name.clone(),
             boundary: config.boundary,
         };
-        let in_flight = metrics.in_flight(&labels);
+        let in_flight = parts.metrics.in_flight(&labels);
+        let event_cap = parts
+            .correlator
+            .as_ref()
+            .map_or(0, |c| c.config().max_events)
+            .max(parts.span_events)
+            .max(if parts.analysis.on() {
+                tokentap_core::analysis::sample::MAX_GAPS + 1
+            } else {
+                0
+            });
         Tap {
             settings: ArcSwap::from_pointee(TapSettings::new(config)),
             labels,
-            metrics,
+            metrics: parts.metrics,
             in_flight,
-            hooks,
-            event_cap: correlator
-                .as_ref()
-                .map_or(0, |c| c.config().max_events)
-                .max(span_events)
-                .max(if analysis.on() {
-                    tokentap_core::analysis::sample::MAX_GAPS + 1
-                } else {
-                    0
-                }),
-            analysis,
-            correlator,
-            spans,
+            observer: parts.observer,
+            correlator: parts.correlator,
+            sinks: parts.sinks,
+            event_cap,
+            analysis: parts.analysis,
         }
     }
 
@@ -121,83 +124,10 @@ impl Tap {
         self.event_cap
     }
 
-    /// Emits a finished request: metrics, record sinks, correlator.
-    pub fn emit(
-        &self,
-        model: &ModelLabel,
-        record: &RequestRecord,
-        offsets: Option<Offsets>,
-        hop: Option<Arc<str>>,
-    ) {
-        self.metrics.record(&self.labels, model, record);
-        if let Some(rate) = self.settings().config.access_log {
-            if rate >= 1.0 || rand::random::<f64>() < rate {
-                access_log(&self.labels, &model.value, record);
-            }
-        }
-        for sink in &self.hooks.records {
-            sink.record(&self.labels, &model.value, record);
-        }
-        if let Some(s) = &self.spans {
-            s.record(
-                &self.labels,
-                &model.value,
-                record,
-                offsets.as_ref().map(|o| o.micros.as_slice()),
-            );
-        }
-        if self.analysis.on() {
-            let (micros, truncated) = offsets
-                .as_ref()
-                .map_or((&[][..], false), |o| (o.micros.as_slice(), o.truncated));
-            let sample = Sample::from_record(
-                &self.labels.tap,
-                self.labels.boundary.as_str(),
-                hop.as_deref(),
-                record,
-                micros,
-                truncated,
-            );
-            match (&self.analysis.live, &self.analysis.record_log) {
-                (Some(live), Some(log)) => {
-                    log.write(sample.clone());
-                    live.push(sample);
-                }
-                (Some(live), None) => {
-                    live.push(sample);
-                }
-                (None, Some(log)) => log.write(sample),
-                (None, None) => {}
-            }
-        }
-        if let Some(c) = &self.correlator {
-            let (events, events_truncated) =
-                offsets.map_or((Vec::new(), false), |o| (o.micros, o.truncated));
-            let boundary = self.settings().config.boundary;
-            c.submit(
-                TapRecord {
-                    tap: self.labels.tap.clone(),
-                    boundary,
-                    hop: if boundary == Boundary::Guardrail {
-                        hop
-                    } else {
-                        None
-                    },
-                    trace: record.trace,
-                    fingerprint: record.request.fingerprint,
-                    request_id: record.request_id.as_deref().map(Arc::from),
-                    t0: record.t0,
-                    ttfb: record.ttfb,
-                    ttft: record.ttft,
-                    e2e: record.e2e,
-                    events,
-                    events_truncated,
-                    output_tokens: record.output_tokens,
-                    outcome: record.outcome,
-                    verdict: record.verdict.unwrap_or(Verdict::Unknown),
-                },
-                std::time::Instant::now(),
-            );
+    /// Hands a finished request to every sink of the tap.
+    pub fn emit(&self, finished: &Finished<'_>) {
+        for sink in &self.sinks {
+            sink.finished(finished);
         }
     }
 
@@ -235,31 +165,6 @@ impl Tap {
             .add(&tokentap_core::table::REJECTED, &labels, 1);
         tracing::debug!(tap = %self.labels.tap, reason = reason.as_str(), "refused");
     }
-}
-
-/// One access-log event (target `tokentap::access`): bounded names, times,
-/// counts and ids — never content, headers or the query string.
-fn access_log(tap: &crate::metrics::TapLabels, model: &str, r: &RequestRecord) {
-    let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
-    tracing::info!(
-        target: "tokentap::access",
-        tap = &*tap.tap,
-        boundary = tap.boundary.as_str(),
-        operation = r.operation.as_str(),
-        model,
-        stream = r.stream,
-        status = r.status,
-        outcome = r.outcome.as_str(),
-        error_type = r.error_type.map(|e| e.as_str()),
-        ttfb_ms = ms(r.ttfb),
-        ttft_ms = ms(r.ttft),
-        e2e_ms = r.e2e.as_secs_f64() * 1e3,
-        input_tokens = r.input_tokens,
-        output_tokens = r.output_tokens,
-        trace_id = r.trace.map(|t| t.trace_id_hex()),
-        request_id = r.request_id.as_deref(),
-        "request"
-    );
 }
 
 fn peer_template(cfg: &TapConfig) -> HttpPeer {
@@ -313,15 +218,15 @@ mod tests {
 
     #[test]
     fn a_request_keeps_the_settings_it_started_with() {
-        let tap = Tap::new(
-            tap_config("30"),
-            Arc::new(Metrics::new(5).unwrap()),
-            Hooks::default(),
-            None,
-            None,
-            0,
-            TapAnalysis::default(),
-        );
+        let parts = TapParts {
+            metrics: Arc::new(Metrics::new(5).unwrap()),
+            observer: None,
+            correlator: None,
+            sinks: Vec::new(),
+            span_events: 0,
+            analysis: TapAnalysis::default(),
+        };
+        let tap = Tap::new(tap_config("30"), parts);
         let before = tap.settings();
         tap.replace(tap_config("60"));
         assert_eq!(before.config.timeouts.idle, Duration::from_secs(30));

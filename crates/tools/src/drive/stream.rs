@@ -8,7 +8,8 @@
 //! "first token" means the same thing on both sides.
 
 use std::time::Instant;
-use tokentap_core::decode::openai::{classify_event, EventKind, Usage};
+use tokentap_core::decode::event::{EventKind, Usage};
+use tokentap_core::decode::openai::classify_event;
 use tokentap_core::decode::sse::{SseDecoder, SseItem, SseLimits};
 
 const LIMITS: SseLimits = SseLimits {

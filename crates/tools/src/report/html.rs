@@ -7,7 +7,7 @@
 use super::charts;
 use super::markdown;
 use pulldown_cmark::{html, Options, Parser};
-use tokentap_core::analysis::report::{Report, TapReport};
+use tokentap_core::analysis::span_report::{Report, TapReport};
 use tokentap_core::analysis::{Sample, Test};
 
 /// The charts each tap section carries, by element id suffix.

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
-use tokentap_core::analysis::report::{Report, TapReport};
+use tokentap_core::analysis::span_report::{Report, TapReport};
 use tokentap_core::analysis::stats::{min_samples, Summary, PERCENTILES};
 use tokentap_core::analysis::{Analysis, Test};
 

@@ -9,7 +9,7 @@ pub mod markdown;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokentap_core::analysis::report::{build, read_jsonl, Report};
+use tokentap_core::analysis::span_report::{build, read_jsonl, Report};
 use tokentap_core::analysis::{AnalysisSettings, Sample, Slo, TenantSource};
 
 /// `tokentap report` arguments.

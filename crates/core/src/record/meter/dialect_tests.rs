@@ -4,9 +4,9 @@
 //! estimates against the tokenizer's own count of the whole text.
 
 use super::*;
-use crate::decode::openai::FinishReason;
+use crate::decode::event::FinishReason;
 use crate::decode::sse::SseLimits;
-use crate::decode::tokens::Encoding;
+use crate::decode::tokens::Tokenizer;
 use proptest::prelude::*;
 
 const LIMITS: MeterLimits = MeterLimits {
@@ -147,7 +147,7 @@ fn every_fixture_is_read_as_its_dialect_says() {
         (e.prefill_ns, e.decode_ns),
         (Some(342_546_000), Some(4_535_599_000))
     );
-    assert_eq!(r.protocol, Protocol::Ndjson);
+    assert_eq!(r.body_kind, crate::decode::BodyKind::Ndjson);
 }
 
 proptest! {
@@ -203,7 +203,7 @@ fn prose_stream(words: usize) -> (Vec<u8>, String) {
 
 #[test]
 fn estimates_are_within_5_percent_of_the_tokenizer_on_the_whole_text() {
-    let e = Estimator::new(Encoding::O200kBase);
+    let e = Estimator::new(Tokenizer::O200kBase);
     for words in [1, 3, 7] {
         let (body, text) = prose_stream(words);
         let truth = e.count(&text);

@@ -4,12 +4,11 @@
 //! each per request and turns them into a `RequestRecord` at the end.
 
 use super::{TokenEvent, TokenSink};
-use crate::decode::capped::CappedBuf;
 use crate::decode::dialect::Dialect;
-use crate::decode::ndjson::NdjsonDecoder;
-use crate::decode::openai::{self, EngineTiming, EventKind, EventSummary, FinishReason, Usage};
+use crate::decode::event;
+use crate::decode::event::{EngineTiming, EventKind, EventSummary, FinishReason, Usage};
 use crate::decode::request::{self, MAX_MODEL_BYTES};
-use crate::decode::sse::{SseDecoder, SseError, SseItem};
+use crate::decode::sse::SseItem;
 use crate::decode::tokens::Estimator;
 use crate::decode::Operation;
 use crate::record::types::{GapStats, MeasureError};
@@ -113,7 +112,7 @@ impl StreamState {
             self.engine_timing = s.engine;
         }
         if self.response_model.is_none() {
-            if let Some(m) = s.model.and_then(openai::raw_str) {
+            if let Some(m) = s.model.and_then(event::raw_str) {
                 self.response_model = Some(request::truncate(&m, MAX_MODEL_BYTES).to_owned());
             }
         }
@@ -185,41 +184,6 @@ impl StreamState {
             gap,
             tokens,
         });
-    }
-}
-
-/// The decoders of plain (inflated) response bytes, borrowed apart from the
-/// inflater that may be feeding them.
-pub(super) struct Decoders<'m> {
-    pub(super) sse: &'m mut Option<SseDecoder>,
-    pub(super) ndjson: &'m mut Option<NdjsonDecoder>,
-    pub(super) json: &'m mut Option<CappedBuf>,
-    pub(super) stream: &'m mut StreamState,
-}
-
-impl Decoders<'_> {
-    pub(super) fn plain(&mut self, ctx: &EventCtx<'_>, piece: &[u8], sink: &mut dyn TokenSink) {
-        if let Some(dec) = self.sse.as_mut() {
-            let st = &mut *self.stream;
-            if let Err(e) = dec.feed(piece, &mut |item| st.on_item(ctx, item, sink)) {
-                self.stream.fail(match e {
-                    SseError::LineTooLong => MeasureError::SseLineTooLong,
-                    SseError::EventTooLarge => MeasureError::SseEventTooLarge,
-                });
-                *self.sse = None;
-            }
-        } else if let Some(dec) = self.ndjson.as_mut() {
-            let st = &mut *self.stream;
-            if dec
-                .feed(piece, &mut |line| st.on_line(ctx, line, sink))
-                .is_err()
-            {
-                self.stream.fail(MeasureError::SseEventTooLarge);
-                *self.ndjson = None;
-            }
-        } else if let Some(buf) = self.json.as_mut() {
-            buf.push(piece);
-        }
     }
 }
 

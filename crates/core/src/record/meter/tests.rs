@@ -1,5 +1,5 @@
 use super::*;
-use crate::decode::openai::FinishReason;
+use crate::decode::event::FinishReason;
 use crate::decode::sse::SseLimits;
 use proptest::prelude::*;
 

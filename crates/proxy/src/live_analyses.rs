@@ -4,8 +4,8 @@
 //! engine scraper.
 
 use crate::config::Config;
-use crate::engines::Scraper;
-use crate::metrics::window::WindowGauges;
+use crate::engine_scrape::Scraper;
+use crate::metrics::window_gauges::WindowGauges;
 use crate::metrics::Metrics;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::Arc;

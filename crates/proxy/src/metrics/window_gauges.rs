@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use tokentap_core::analysis::context::BUCKETS;
 use tokentap_core::analysis::engines::EngineWindow;
 use tokentap_core::analysis::live::WindowSink;
-use tokentap_core::analysis::report::TapReport;
+use tokentap_core::analysis::span_report::TapReport;
 use tokentap_core::analysis::stats::Summary;
 use tokentap_core::labels::*;
 use tokentap_core::table::{self, Metric, MetricDef};

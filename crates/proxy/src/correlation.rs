@@ -1,0 +1,35 @@
+//! The process's correlator, started: built with its attribution sinks
+//! (the metrics first, then the server's hooks), and the thread that lets
+//! its groups settle on the clock (the core's `Correlator` never reads a
+//! clock: `sweep` takes the instant).
+
+use crate::metrics::attribution::CorrelationMetrics;
+use crate::metrics::Metrics;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+use tokentap_core::correlate::{AttributionSink, CorrelationConfig, Correlator};
+
+/// Builds the correlator and starts its sweeper thread, which ends when
+/// the correlator is dropped.
+pub fn start(
+    cfg: CorrelationConfig,
+    metrics: &Arc<Metrics>,
+    hooks: &[Arc<dyn AttributionSink>],
+) -> std::io::Result<Arc<Correlator>> {
+    let mut sinks: Vec<Arc<dyn AttributionSink>> =
+        vec![Arc::new(CorrelationMetrics::new(metrics.clone()))];
+    sinks.extend(hooks.iter().cloned());
+    let c = Correlator::new(cfg, sinks);
+    let weak: Weak<Correlator> = Arc::downgrade(&c);
+    let every = (cfg.settle / 4).max(Duration::from_millis(20));
+    std::thread::Builder::new()
+        .name("tokentap-correlate".into())
+        .spawn(move || loop {
+            std::thread::sleep(every);
+            match weak.upgrade() {
+                Some(c) => c.sweep(Instant::now()),
+                None => return,
+            }
+        })?;
+    Ok(c)
+}

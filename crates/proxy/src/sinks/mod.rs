@@ -1,0 +1,105 @@
+//! Where a finished request goes: one trait (`RecordSink`), one list of
+//! sinks per tap built when the server is built (`for_tap`), called once
+//! per request with the request's own settings snapshot (`Finished`).
+//!
+//! The sinks: metrics (Prometheus and OTel), the access log, the record
+//! hooks a server was built with (tests, the demo), the OTLP span, the
+//! live analyses and the record log, the correlator. All run inline at the
+//! end of a request, so each must be cheap and never block (the span,
+//! record-log and correlator sinks only queue).
+//!
+//! Also `EventObserver`, the per-token-event extension point (tests).
+
+mod access;
+mod analysis;
+mod correlator;
+
+pub use access::AccessLog;
+pub use analysis::AnalysisSink;
+pub use correlator::CorrelatorSink;
+
+use crate::metrics::{Metrics, Offsets};
+use crate::otlp::spans::SpanPipeline;
+use crate::proxy::TapSettings;
+use std::sync::Arc;
+use tokentap_core::correlate::AttributionSink;
+use tokentap_core::labels::{ModelLabel, TapLabels};
+use tokentap_core::record::{RequestRecord, TokenEvent};
+
+/// One finished request, as every sink sees it.
+pub struct Finished<'a> {
+    pub tap: &'a TapLabels,
+    /// The `model` label every metric of this request carries.
+    pub model: &'a ModelLabel,
+    pub record: &'a RequestRecord,
+    /// Token-event times (µs from the start), when the tap keeps them.
+    pub offsets: Option<&'a Offsets>,
+    /// The tap's settings as they were when the request arrived.
+    pub settings: &'a TapSettings,
+}
+
+/// Receives every finished request of a tap.
+pub trait RecordSink: Send + Sync {
+    fn finished(&self, f: &Finished<'_>);
+}
+
+/// Receives every token-bearing event as it passes (per chunk: keep it O(1)).
+pub trait EventObserver: Send + Sync {
+    fn token_event(&self, tap: &str, request_id: Option<&str>, ev: &TokenEvent<'_>);
+}
+
+/// The optional listeners a server is built with.
+#[derive(Clone, Default)]
+pub struct Hooks {
+    pub observer: Option<Arc<dyn EventObserver>>,
+    /// Called for every finished request of every tap, after the metrics
+    /// and the access log.
+    pub records: Vec<Arc<dyn RecordSink>>,
+    /// Receive the correlator's conclusions (besides the metrics).
+    pub attributions: Vec<Arc<dyn AttributionSink>>,
+}
+
+/// Request-level metrics in both exports.
+pub struct MetricsSink(pub Arc<Metrics>);
+
+impl RecordSink for MetricsSink {
+    fn finished(&self, f: &Finished<'_>) {
+        self.0.record(f.tap, f.model, f.record);
+    }
+}
+
+/// One span per request into the bounded OTLP queue.
+pub struct SpanSink(pub Arc<SpanPipeline>);
+
+impl RecordSink for SpanSink {
+    fn finished(&self, f: &Finished<'_>) {
+        let events = f.offsets.map(|o| o.micros.as_slice());
+        self.0.record(f.tap, &f.model.value, f.record, events);
+    }
+}
+
+/// What a tap's sinks are built from.
+pub struct TapSinks {
+    pub metrics: Arc<Metrics>,
+    pub hooks: Vec<Arc<dyn RecordSink>>,
+    pub spans: Option<Arc<SpanPipeline>>,
+    pub analysis: Option<AnalysisSink>,
+    pub correlator: Option<CorrelatorSink>,
+}
+
+/// The sinks of one tap, in the order they run.
+pub fn for_tap(s: TapSinks) -> Vec<Arc<dyn RecordSink>> {
+    let mut out: Vec<Arc<dyn RecordSink>> =
+        vec![Arc::new(MetricsSink(s.metrics)), Arc::new(AccessLog)];
+    out.extend(s.hooks);
+    if let Some(p) = s.spans {
+        out.push(Arc::new(SpanSink(p)));
+    }
+    if let Some(a) = s.analysis {
+        out.push(Arc::new(a));
+    }
+    if let Some(c) = s.correlator {
+        out.push(Arc::new(c));
+    }
+    out
+}
