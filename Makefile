@@ -14,6 +14,7 @@ build: deps
 lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+	./scripts/file-sizes.sh
 
 # The pure core must not reach a socket, a runtime or an exporter: its
 # dependency tree (normal and dev) may not contain any of these crates.
