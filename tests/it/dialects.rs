@@ -87,9 +87,11 @@ async fn every_dialect_passes_byte_exact() {
         itl_ms: 0.0,
         ..Profile::default()
     };
-    let direct = sim(base.clone());
-    let behind = sim(base);
-    let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    let Twins {
+        direct,
+        behind: _behind,
+        tap,
+    } = twins(base, "");
     for stream in [true, false] {
         for (name, path, body, _, _) in cases(stream) {
             for split in ["none", "random"] {

@@ -21,9 +21,11 @@ async fn a_panic_in_any_meter_call_leaves_the_bytes_and_counts_the_record_unmeas
         ..Profile::default()
     };
     // Two identical simulators fed the same requests send the same bytes.
-    let direct = sim(profile.clone());
-    let behind = sim(profile);
-    let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    let Twins {
+        direct,
+        behind: _behind,
+        tap,
+    } = twins(profile, "");
     let mut cases: Vec<(String, Option<MeterCall>, bool)> = Vec::new();
     for call in MeterCall::ALL {
         cases.push((format!("fault-{}-stream", call.as_str()), Some(call), true));

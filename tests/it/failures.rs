@@ -190,9 +190,11 @@ async fn upstream_failures_reach_the_client_as_they_would_direct() {
         output_tokens: 10,
         ..Profile::default()
     };
-    let direct = sim(base.clone());
-    let behind = sim(base);
-    let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    let Twins {
+        direct,
+        behind: _behind,
+        tap,
+    } = twins(base, "");
     for c in CASES {
         let id = format!("uf-{}", c.fault);
         let opts = format!("fault={}", c.fault);

@@ -43,9 +43,11 @@ async fn byte_exact_over_1200_random_responses() {
     };
     // Two identical simulators fed the same request sequence produce the
     // same bytes: one is reached direct, one through the tap.
-    let direct = sim(base.clone());
-    let behind = sim(base);
-    let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    let Twins {
+        direct,
+        behind: _behind,
+        tap,
+    } = twins(base, "");
     let mut rng = StdRng::seed_from_u64(7);
     let (mut streamed, mut plain, mut bytes) = (0, 0, 0usize);
     let mut all = Sha256::new();
@@ -188,9 +190,11 @@ async fn h2c_clients_stream_and_the_empty_final_data_frame_is_harmless() {
         output_tokens: 20,
         ..Profile::default()
     };
-    let direct = sim(base.clone());
-    let behind = sim(base);
-    let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    let Twins {
+        direct,
+        behind: _behind,
+        tap,
+    } = twins(base, "");
     let tcp = tokio::net::TcpStream::connect(tap.addr).await.unwrap();
     let (h2, conn) = h2::client::handshake(tcp).await.unwrap();
     tokio::spawn(async move {

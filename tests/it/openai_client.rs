@@ -46,9 +46,11 @@ async fn official_openai_python_client_sees_the_same_through_a_tap() {
         itl_ms: 1.0,
         ..Profile::default()
     };
-    let direct = sim(profile.clone());
-    let behind = sim(profile);
-    let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    let Twins {
+        direct,
+        behind: _behind,
+        tap,
+    } = twins(profile, "");
     let (d, t) = {
         let (da, ta) = (direct.addr, tap.addr);
         tokio::task::spawn_blocking(move || {
@@ -99,9 +101,11 @@ async fn official_responses_anthropic_ollama_and_tgi_clients_see_the_same_throug
         itl_ms: 1.0,
         ..Profile::default()
     };
-    let direct = sim(profile.clone());
-    let behind = sim(profile);
-    let tap = Tap::start(&format!("http://{}", behind.addr), "");
+    let Twins {
+        direct,
+        behind,
+        tap,
+    } = twins(profile, "");
     // TGI generates at `POST /`, which no path names: a tap told its dialect.
     let tgi_tap = Tap::start(&format!("http://{}", behind.addr), "    dialect: tgi\n");
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/dialect_clients.py");

@@ -79,39 +79,18 @@ async fn reference_run() -> String {
         &taps,
         "correlation:\n  settle_seconds: 0.2\nmetrics:\n  max_models: 3\n",
     );
-    let cont = serde_json::json!({"model": "m2", "stream": true, "stream_options": {"include_usage": true, "continuous_usage_stats": true}, "messages": []}).to_string();
     let named = |model: &str| {
         serde_json::json!({"model": model, "stream": true, "messages": [{"role": "user", "content": "hi"}]})
             .to_string()
             .into_bytes()
     };
-    let requests: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("/v1/chat/completions", chat(true, true), ""),
-        (
-            "/v1/chat/completions",
-            chat(true, false),
-            "tokens-per-event=2",
-        ),
-        ("/v1/chat/completions", chat(false, false), ""),
-        ("/v1/completions", chat(true, true), ""),
-        ("/v1/chat/completions", cont.into_bytes(), ""),
-        (
-            "/v1/chat/completions",
-            chat(true, true),
-            "reasoning-tokens=5",
-        ),
-        ("/v1/chat/completions", chat(true, true), "fault=status=503"),
-        (
-            "/v1/chat/completions",
-            chat(true, true),
-            "fault=malformed@1",
-        ),
-        ("/v1/chat/completions", chat(true, true), "fault=reset@2"),
+    let mut requests = every_kind_of_request();
+    requests.extend([
         ("/v1/chat/completions", named("a"), ""),
         ("/v1/chat/completions", named("b"), ""),
         ("/v1/chat/completions", named("c"), ""),
         ("/v1/chat/completions", named("d\ne"), ""),
-    ];
+    ]);
     for (path, body, x_sim) in &requests {
         let _ = client::send(gw, "POST", path, &[("x-sim", x_sim)], body)
             .await

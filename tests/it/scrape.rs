@@ -69,30 +69,7 @@ async fn promtool_accepts_a_scrape_with_every_kind_of_request() {
         &top,
         std::path::Path::new("."),
     );
-    let cont = serde_json::json!({"model": "m2", "stream": true, "stream_options": {"include_usage": true, "continuous_usage_stats": true}, "messages": []}).to_string();
-    let requests: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("/v1/chat/completions", chat(true, true), ""),
-        (
-            "/v1/chat/completions",
-            chat(true, false),
-            "tokens-per-event=2",
-        ),
-        ("/v1/chat/completions", chat(false, false), ""),
-        ("/v1/completions", chat(true, true), ""),
-        ("/v1/chat/completions", cont.into_bytes(), ""),
-        (
-            "/v1/chat/completions",
-            chat(true, true),
-            "reasoning-tokens=5",
-        ),
-        ("/v1/chat/completions", chat(true, true), "fault=status=503"),
-        (
-            "/v1/chat/completions",
-            chat(true, true),
-            "fault=malformed@1",
-        ),
-        ("/v1/chat/completions", chat(true, true), "fault=reset@2"),
-    ];
+    let requests = every_kind_of_request();
     for (path, body, x_sim) in &requests {
         let _ = client::send(tap.addr, "POST", path, &[("x-sim", x_sim)], body)
             .await

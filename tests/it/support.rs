@@ -43,6 +43,26 @@ pub fn sim(profile: Profile) -> Simulator {
     .unwrap()
 }
 
+/// Two identical simulators fed the same requests send the same bytes:
+/// `direct` is reached as is, `behind` through `tap` (whose tap entry gets
+/// `extra`, YAML indented 4 spaces). The transparency tests compare them.
+pub struct Twins {
+    pub direct: Simulator,
+    pub behind: Simulator,
+    pub tap: Tap,
+}
+
+pub fn twins(profile: Profile, extra: &str) -> Twins {
+    let direct = sim(profile.clone());
+    let behind = sim(profile);
+    let tap = Tap::start(&format!("http://{}", behind.addr), extra);
+    Twins {
+        direct,
+        behind,
+        tap,
+    }
+}
+
 /// Every finished request of the server.
 #[derive(Default)]
 pub struct Records(Mutex<Vec<(String, String, RequestRecord)>>);
@@ -229,6 +249,37 @@ pub fn chat(stream: bool, usage: bool) -> Vec<u8> {
     })
     .to_string()
     .into_bytes()
+}
+
+/// One request of every kind a scrape should show (path, body, `x-sim`):
+/// streamed with and without usage, plain, completions, continuous usage,
+/// two tokens per event, reasoning, an error status, a malformed event and
+/// a reset mid-stream.
+pub fn every_kind_of_request() -> Vec<(&'static str, Vec<u8>, &'static str)> {
+    let cont = serde_json::json!({"model": "m2", "stream": true, "stream_options": {"include_usage": true, "continuous_usage_stats": true}, "messages": []}).to_string();
+    vec![
+        ("/v1/chat/completions", chat(true, true), ""),
+        (
+            "/v1/chat/completions",
+            chat(true, false),
+            "tokens-per-event=2",
+        ),
+        ("/v1/chat/completions", chat(false, false), ""),
+        ("/v1/completions", chat(true, true), ""),
+        ("/v1/chat/completions", cont.into_bytes(), ""),
+        (
+            "/v1/chat/completions",
+            chat(true, true),
+            "reasoning-tokens=5",
+        ),
+        ("/v1/chat/completions", chat(true, true), "fault=status=503"),
+        (
+            "/v1/chat/completions",
+            chat(true, true),
+            "fault=malformed@1",
+        ),
+        ("/v1/chat/completions", chat(true, true), "fault=reset@2"),
+    ]
 }
 
 /// Every read of a raw HTTP/1.1 exchange, with its time and bytes.

@@ -2,7 +2,7 @@
 //! the SSE decoder with the OpenAI classifier, and the whole recording path
 //! (`Meter::response_body` into a `TapSink` with real Prometheus
 //! histograms), also with a tiktoken estimate of every event's text
-//! (`estimate_tokens`). `cargo bench --bench hot_path`.
+//! (`estimate_tokens`). `cargo bench -p tokentap-proxy --bench hot_path`.
 #![allow(clippy::unwrap_used)] // a benchmark's setup
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
