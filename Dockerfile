@@ -31,7 +31,6 @@ RUN for c in core net proxy sim tools; do mkdir -p crates/$c/src && touch crates
 COPY src ./src
 COPY crates ./crates
 RUN cargo build --release --locked --bin tokentap \
- && strip --strip-debug target/release/tokentap \
  && ./target/release/tokentap --version
 
 FROM debian:bookworm-slim

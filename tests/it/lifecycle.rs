@@ -3,11 +3,12 @@
 //! run — `/readyz` 503 at once, streams that end within the grace complete,
 //! the process exits within the bound.
 
+use crate::collector::{counter_total, Collector, Mode};
 use crate::support::*;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokentap_net::client;
@@ -29,19 +30,35 @@ impl Drop for Proc {
 }
 
 fn yaml(tap: SocketAddr, admin: SocketAddr, upstream: SocketAddr, server: &str) -> String {
+    yaml_with(tap, admin, upstream, server, "", "")
+}
+
+/// With `top` YAML before `taps:` and `extra` YAML in the tap's entry.
+fn yaml_with(
+    tap: SocketAddr,
+    admin: SocketAddr,
+    upstream: SocketAddr,
+    server: &str,
+    top: &str,
+    extra: &str,
+) -> String {
     format!(
-        "admin:\n  listen: {admin}\nserver:\n{server}taps:\n  - name: p\n    boundary: engine\n    listen: {tap}\n    upstream: http://{upstream}\n"
+        "admin:\n  listen: {admin}\nserver:\n{server}{top}taps:\n  - name: p\n    boundary: engine\n    listen: {tap}\n    upstream: http://{upstream}\n{extra}"
     )
 }
 
 async fn start(upstream: SocketAddr, server: &str) -> Proc {
+    start_with(upstream, server, "", "").await
+}
+
+async fn start_with(upstream: SocketAddr, server: &str, top: &str, extra: &str) -> Proc {
     let (tap, admin) = (free_addr(), free_addr());
     let config = std::env::temp_dir().join(format!(
         "tokentap-life-{}-{}.yaml",
         std::process::id(),
         tap.port()
     ));
-    std::fs::write(&config, yaml(tap, admin, upstream, server)).unwrap();
+    std::fs::write(&config, yaml_with(tap, admin, upstream, server, top, extra)).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_tokentap"))
         .args(["run", "-c"])
         .arg(&config)
@@ -195,77 +212,285 @@ async fn sighup_reload_under_50_streams_applies_a_valid_change_and_rejects_an_in
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_with_100_streams_drains_them_and_exits_within_the_bound() {
-    let _g = serial().await;
-    // Streams of about 1.5 s; the grace is 4 s.
-    let up = sim(Profile {
-        ttft_ms: 50.0,
-        itl_ms: 50.0,
-        output_tokens: 30,
-        ..Profile::default()
-    });
-    let p = start(
-        up.addr,
-        "  drain_notice_seconds: 0.5\n  grace_period_seconds: 4\n  shutdown_timeout_seconds: 2\n",
-    )
-    .await;
-    let done = Arc::new(AtomicUsize::new(0));
-    let mut streams = Vec::new();
-    for _ in 0..100 {
-        let (tap, done) = (p.tap, done.clone());
-        streams.push(tokio::spawn(async move {
-            let r = stream_once(tap).await;
-            done.fetch_add(1, Ordering::Relaxed);
-            r
-        }));
+/// A process that exports spans and metrics to a test collector and keeps
+/// a record log, so that a test can see what it flushed before exit.
+struct Exporting {
+    p: Proc,
+    collector: Collector,
+    log: PathBuf,
+}
+
+async fn start_exporting(upstream: SocketAddr, server: &str) -> Exporting {
+    let collector = Collector::start(Mode::Ok);
+    let log = std::env::temp_dir().join(format!(
+        "tokentap-life-{}-{}.jsonl",
+        std::process::id(),
+        collector.addr.port()
+    ));
+    let _ = std::fs::remove_file(&log);
+    let top = format!(
+        "otlp:\n  endpoint: http://{}\n  interval_seconds: 60\n  timeout_seconds: 2\n",
+        collector.addr
+    );
+    let extra = format!("    record_log:\n      path: {}\n", log.display());
+    let p = start_with(upstream, server, &top, &extra).await;
+    Exporting { p, collector, log }
+}
+
+impl Exporting {
+    fn log_lines(&self) -> usize {
+        std::fs::read_to_string(&self.log)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut p = p;
-    signal(&p, "-TERM");
-    let term_at = Instant::now();
-    // Not ready at once.
-    let mut not_ready = None;
-    while term_at.elapsed() < Duration::from_secs(1) {
-        if let Ok(r) = client::send(p.admin, "GET", "/readyz", &[], b"").await {
+}
+
+impl Drop for Exporting {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// Waits for the process to exit; the time since `from`.
+async fn exit_after(p: &mut Proc, from: Instant, limit: Duration) -> (Duration, i32) {
+    loop {
+        if let Some(status) = p.child.try_wait().unwrap() {
+            return (from.elapsed(), status.code().unwrap_or(-1));
+        }
+        assert!(from.elapsed() < limit, "no exit within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// `/readyz` answers 503: how long after `from`.
+async fn not_ready_after(admin: SocketAddr, from: Instant) -> Duration {
+    while from.elapsed() < Duration::from_secs(1) {
+        if let Ok(r) = client::send(admin, "GET", "/readyz", &[], b"").await {
             if r.status == 503 {
-                not_ready = Some(term_at.elapsed());
-                break;
+                return from.elapsed();
             }
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let not_ready = not_ready.expect("/readyz said 503 within 1 s of SIGTERM");
-    let mut ok = 0;
-    for s in streams {
-        match s.await.unwrap() {
-            Ok(_) => ok += 1,
-            Err(e) => panic!("a stream within the grace was cut: {e}"),
-        }
-    }
-    // After the notice the listeners are closed.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    panic!("/readyz did not say 503 within 1 s of SIGTERM");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_tap_exits_right_after_the_drain_notice() {
+    let _g = serial().await;
+    let up = sim(Profile::default());
+    let mut e = start_exporting(up.addr, "").await;
+    stream_once(e.p.tap).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    signal(&e.p, "-TERM");
+    let term_at = Instant::now();
+    let not_ready = not_ready_after(e.p.admin, term_at).await;
+    let (exited, code) = exit_after(&mut e.p, term_at, Duration::from_secs(30)).await;
+    println!("idle SIGTERM (1 s notice, 20 s grace): /readyz 503 after {not_ready:?}, exit {code} after {exited:?}");
+    assert_eq!(code, 0);
     assert!(
-        tokio::net::TcpStream::connect(p.tap).await.is_err(),
-        "the tap still accepts after the drain notice"
+        exited <= Duration::from_secs(2),
+        "exit {exited:?} after SIGTERM: not within the notice (1 s) + 1 s"
     );
-    let bound = Duration::from_secs_f64(0.5 + 4.0 + 2.0 + 1.0);
-    let exited = loop {
-        if let Some(status) = p.child.try_wait().unwrap() {
-            break (term_at.elapsed(), status);
-        }
-        assert!(
-            term_at.elapsed() < bound + Duration::from_secs(3),
-            "no exit"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(
+        e.collector.spans().len(),
+        1,
+        "the request's span was flushed"
+    );
+    assert_eq!(
+        e.log_lines(),
+        1,
+        "the request's record-log line was flushed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_with_100_streams_exits_right_after_the_last_one_ends() {
+    let _g = serial().await;
+    // Streams of about 3.5 s, the SIGTERM 0.3 s in: they end about 3.2 s
+    // after it, well within the 20 s grace.
+    let profile = Profile {
+        ttft_ms: 50.0,
+        itl_ms: 50.0,
+        output_tokens: 70,
+        ..Profile::default()
     };
+    let Twins {
+        direct,
+        behind,
+        tap: _,
+    } = twins(profile, "");
+    let mut e = start_exporting(behind.addr, "  drain_notice_seconds: 0.5\n").await;
+    let mut streams = Vec::new();
+    for i in 0..100 {
+        let tap = e.p.tap;
+        streams.push(tokio::spawn(async move {
+            let id = format!("s{i}");
+            let r = client::send(
+                tap,
+                "POST",
+                "/v1/chat/completions",
+                &[("x-request-id", id.as_str())],
+                &chat(true, true),
+            )
+            .await;
+            (id, r, Instant::now())
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    signal(&e.p, "-TERM");
+    let term_at = Instant::now();
+    let not_ready = not_ready_after(e.p.admin, term_at).await;
+    let mut bodies = std::collections::HashMap::new();
+    let mut last_end = term_at;
+    for s in streams {
+        let (id, r, ended) = s.await.unwrap();
+        let r = r.unwrap_or_else(|err| panic!("{id}: cut within the grace: {err}"));
+        assert!(
+            r.status == 200 && r.complete,
+            "{id}: {} complete {}",
+            r.status,
+            r.complete
+        );
+        last_end = last_end.max(ended);
+        bodies.insert(id, r.body);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let closed = tokio::net::TcpStream::connect(e.p.tap).await.is_err();
+    let (exited, code) = exit_after(&mut e.p, term_at, Duration::from_secs(30)).await;
+    let after_last = exited.saturating_sub(last_end - term_at);
     println!(
-        "SIGTERM with 100 streams: /readyz 503 after {:?}, {ok} of 100 complete, exit after {:?} ({})",
-        not_ready, exited.0, exited.1
+        "SIGTERM with 100 streams: /readyz 503 after {not_ready:?}, last stream ended {:?} after SIGTERM, exit {code} {after_last:?} after it",
+        last_end - term_at
     );
-    assert_eq!(ok, 100);
-    assert!(exited.0 <= bound, "exit after {:?}", exited.0);
+    assert!(closed, "the tap still accepts after the drain notice");
+    assert_eq!(code, 0);
+    assert!(
+        after_last <= Duration::from_secs(1),
+        "exit {after_last:?} after the last stream ended"
+    );
+    // Byte-exact: the same requests, in the order the simulator numbered
+    // them, sent to its twin direct, give the same bodies.
+    let mut truth = behind.truth.all();
+    truth.sort_by_key(|t| t.seq);
+    for t in &truth {
+        let id = t.request_id.clone().unwrap_or_default();
+        let d = client::send(
+            direct.addr,
+            "POST",
+            "/v1/chat/completions",
+            &[
+                ("x-request-id", id.as_str()),
+                ("x-sim", "ttft-ms=0,itl-ms=0"),
+            ],
+            &chat(true, true),
+        )
+        .await
+        .unwrap();
+        assert!(d.body == bodies[&id], "{id}: the body differs from direct");
+    }
+    assert_eq!(truth.len(), 100);
+    assert_eq!(
+        e.collector.spans().len(),
+        100,
+        "every request's span was flushed"
+    );
+    assert_eq!(
+        e.log_lines(),
+        100,
+        "every request's record-log line was flushed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_longer_than_the_grace_is_cut_at_its_end_and_counted() {
+    let _g = serial().await;
+    let up = sim(Profile {
+        ttft_ms: 10.0,
+        itl_ms: 100.0,
+        output_tokens: 100,
+        ..Profile::default()
+    });
+    let mut e = start_exporting(
+        up.addr,
+        "  drain_notice_seconds: 0.2\n  grace_period_seconds: 1\n",
+    )
+    .await;
+    // One short request completes before the signal: its span and line
+    // must be flushed too.
+    client::send(
+        e.p.tap,
+        "POST",
+        "/v1/chat/completions",
+        &[("x-sim", "output-tokens=2,itl-ms=1")],
+        &chat(true, true),
+    )
+    .await
+    .unwrap();
+    let tap = e.p.tap;
+    let long = tokio::spawn(async move {
+        let r = client::send(tap, "POST", "/v1/chat/completions", &[], &chat(true, true)).await;
+        (r, Instant::now())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    signal(&e.p, "-TERM");
+    let term_at = Instant::now();
+    let (r, cut_at) = long.await.unwrap();
+    let cut = cut_at - term_at;
+    let complete = r.map(|r| r.complete).unwrap_or(false);
+    let (exited, code) = exit_after(&mut e.p, term_at, Duration::from_secs(10)).await;
+    let cut_total = e
+        .collector
+        .latest_metrics()
+        .iter()
+        .find(|m| m.name == "tokentap.shutdown.cut")
+        .and_then(counter_total);
+    println!("a 10 s stream, 0.2 s notice, 1 s grace: cut {cut:?} after SIGTERM, exit {code} after {exited:?}, tokentap.shutdown.cut = {cut_total:?}");
+    assert!(!complete, "the stream longer than the grace was cut");
+    assert!(
+        cut >= Duration::from_millis(1150) && cut <= Duration::from_millis(2000),
+        "cut {cut:?} after SIGTERM, not at the end of notice + grace (1.2 s)"
+    );
+    assert!(exited <= cut + Duration::from_secs(1), "exit {exited:?}");
+    assert_eq!(cut_total, Some(1.0), "the cut stream is counted");
+    assert_eq!(
+        e.collector.spans().len(),
+        1,
+        "the completed request's span was flushed"
+    );
+    assert_eq!(e.log_lines(), 1, "the completed request's line was flushed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_during_the_drain_stops_at_once() {
+    let _g = serial().await;
+    let up = sim(Profile {
+        ttft_ms: 10.0,
+        itl_ms: 100.0,
+        output_tokens: 100,
+        ..Profile::default()
+    });
+    for second in ["-TERM", "-INT"] {
+        let mut p = start(up.addr, "  drain_notice_seconds: 0.2\n").await;
+        let tap = p.tap;
+        let long = tokio::spawn(async move {
+            client::send(tap, "POST", "/v1/chat/completions", &[], &chat(true, true)).await
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        signal(&p, "-TERM");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(p.child.try_wait().unwrap().is_none(), "draining a stream");
+        signal(&p, second);
+        let at = Instant::now();
+        let (exited, code) = exit_after(&mut p, at, Duration::from_secs(5)).await;
+        println!("SIGTERM, then {second} during the drain: exit {code} after {exited:?}");
+        assert!(
+            exited <= Duration::from_millis(300),
+            "{second}: exit {exited:?}"
+        );
+        assert_ne!(code, 0);
+        let _ = long.await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,6 +15,7 @@ pub mod admin;
 pub mod config;
 pub mod correlation;
 pub mod engine_scrape;
+mod foreground;
 pub mod limits;
 pub mod live_analyses;
 pub mod metrics;

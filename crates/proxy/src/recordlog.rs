@@ -15,15 +15,22 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokentap_core::analysis::Sample;
 use tokentap_core::table;
 
 /// Lines queued for the writer before new ones are dropped.
 pub const QUEUE: usize = 16_384;
 
+/// What the writer thread is sent: a line, or a request to flush.
+enum Msg {
+    Line(Box<Sample>),
+    /// Write what came before, flush the file, then answer.
+    Flush(SyncSender<()>),
+}
+
 pub struct RecordLog {
-    tx: SyncSender<Sample>,
+    tx: SyncSender<Msg>,
     metrics: Arc<Metrics>,
     tap: TapLabels,
 }
@@ -56,9 +63,15 @@ impl RecordLog {
         Ok(RecordLog { tx, metrics, tap })
     }
 
+    /// A handle that flushes this log (at exit).
+    pub fn flusher(&self) -> LogFlusher {
+        LogFlusher(self.tx.clone())
+    }
+
     /// Queues one line; never blocks.
     pub fn write(&self, sample: Sample) {
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = self.tx.try_send(sample)
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+            self.tx.try_send(Msg::Line(Box::new(sample)))
         {
             self.metrics.add(&table::RECORD_LOG_DROPPED, &self.tap, 1);
         }
@@ -81,25 +94,62 @@ struct Writer {
     failing: bool,
 }
 
+/// Flushes a record log from elsewhere (the shutdown).
+#[derive(Clone)]
+pub struct LogFlusher(SyncSender<Msg>);
+
+impl LogFlusher {
+    /// Waits until every line queued before this call is written and the
+    /// file flushed, or `deadline` passes (false).
+    pub fn flush(&self, deadline: Instant) -> bool {
+        let (ack, done) = mpsc::sync_channel(1);
+        let mut msg = Msg::Flush(ack);
+        loop {
+            match self.0.try_send(msg) {
+                Ok(()) => break,
+                Err(TrySendError::Disconnected(_)) => return true, // the writer ended: flushed
+                Err(TrySendError::Full(m)) if Instant::now() < deadline => {
+                    msg = m;
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(TrySendError::Full(_)) => return false,
+            }
+        }
+        done.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .is_ok()
+    }
+}
+
 impl Writer {
-    fn run(mut self, rx: Receiver<Sample>) {
+    fn run(mut self, rx: Receiver<Msg>) {
         let mut line = Vec::with_capacity(4096);
         loop {
             match rx.recv_timeout(Duration::from_millis(200)) {
                 Ok(first) => {
                     // Write everything queued, then flush once: a burst
                     // costs one write(2), and no line waits for the next.
-                    self.line(&mut line, first);
+                    let mut acks = Vec::new();
+                    self.take(&mut line, first, &mut acks);
                     while let Ok(next) = rx.try_recv() {
-                        self.line(&mut line, next);
+                        self.take(&mut line, next, &mut acks);
                     }
                     let _ = self.out.flush();
+                    for ack in acks {
+                        let _ = ack.try_send(());
+                    }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
         }
         let _ = self.out.flush();
+    }
+
+    fn take(&mut self, buf: &mut Vec<u8>, msg: Msg, acks: &mut Vec<SyncSender<()>>) {
+        match msg {
+            Msg::Line(sample) => self.line(buf, *sample),
+            Msg::Flush(ack) => acks.push(ack),
+        }
     }
 
     fn line(&mut self, buf: &mut Vec<u8>, sample: Sample) {

@@ -13,12 +13,13 @@
 
 use crate::admin::{AdminApp, Readiness};
 use crate::config::Config;
+pub use crate::foreground::run;
 use crate::limits::app::GuardedApp;
 use crate::live_analyses::Analyses;
 use crate::metrics::Metrics;
 use crate::otlp::Otlp;
 use crate::proxy::{Tap, TapAnalysis, TapParts, TapProxy};
-use crate::recordlog::RecordLog;
+use crate::recordlog::{LogFlusher, RecordLog};
 use crate::reload::{self, Reloader};
 use crate::sinks::{self, AnalysisSink, CorrelatorSink, Hooks, TapSinks};
 use async_trait::async_trait;
@@ -85,10 +86,23 @@ pub struct Built {
     pub analyses: Option<Analyses>,
     /// The taps, for hot reload.
     pub taps: Vec<Arc<Tap>>,
+    /// The taps' record logs, to flush before exit.
+    pub record_logs: Vec<LogFlusher>,
 }
 
 /// Builds (does not start) the server.
 pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
+    build_with_grace(config, hooks, config.grace_period)
+}
+
+/// The same, with pingora's own grace (a fixed wait after the listeners
+/// close) set apart: `tokentap run` ends the drain itself and keeps
+/// pingora's only as a backstop.
+pub(crate) fn build_with_grace(
+    config: &Config,
+    hooks: Hooks,
+    pingora_grace: Duration,
+) -> Result<Built, StartError> {
     check_listeners(config)?;
     let mut metrics = Metrics::new(config.max_models)?;
     let mut otlp = None;
@@ -123,8 +137,10 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
     };
     let conf = ServerConf {
         threads: config.threads,
-        grace_period_seconds: Some(config.grace_period.as_secs()),
-        graceful_shutdown_timeout_seconds: Some(config.shutdown_timeout.as_secs()),
+        grace_period_seconds: Some(pingora_grace.as_secs()),
+        // After the grace, runtimes stop at once: what is still in flight
+        // is cut (and counted by the drain); the flush has its own bound.
+        graceful_shutdown_timeout_seconds: Some(config.shutdown_timeout.as_secs().min(1)),
         // POSTs are never retried once sent; connect failures are not either.
         max_retries: 1,
         ..Default::default()
@@ -134,6 +150,7 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
     let mut taps = Vec::with_capacity(config.taps.len());
+    let mut record_logs = Vec::new();
     for (i, tap_cfg) in config.taps.iter().enumerate() {
         let labels = crate::metrics::TapLabels {
             tap: tap_cfg.name.clone(),
@@ -150,6 +167,7 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
                     },
                 )?),
             };
+        record_logs.extend(record_log.as_ref().map(RecordLog::flusher));
         let tap_live = live.as_ref().and_then(|l| l.tap(&tap_cfg.name));
         let tenant = config
             .analysis
@@ -208,11 +226,12 @@ pub fn build(config: &Config, hooks: Hooks) -> Result<Built, StartError> {
         otlp,
         analyses,
         taps,
+        record_logs,
     })
 }
 
 /// Waits until every listener of `config` accepts connections.
-fn wait_listening(config: &Config, limit: Duration) -> bool {
+pub(crate) fn wait_listening(config: &Config, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     let addrs: Vec<SocketAddr> = std::iter::once(config.admin_listen)
         .chain(config.taps.iter().map(|t| t.listen))
@@ -239,84 +258,6 @@ fn wait_listening(config: &Config, limit: Duration) -> bool {
         }
     }
     true
-}
-
-/// Runs until SIGINT (fast) or SIGTERM (graceful); blocks the caller. With
-/// `source` (the config file), SIGHUP and, if configured, a change of the
-/// file's content reload it.
-pub fn run(config: &Config, hooks: Hooks, source: Option<&Path>) -> Result<(), StartError> {
-    let built = build(config, hooks)?;
-    let ready = built.ready.clone();
-    if let Some(path) = source {
-        let reloader = Arc::new(Reloader::new(
-            path,
-            config.clone(),
-            built.taps.clone(),
-            built.metrics.clone(),
-        ));
-        reload::spawn_triggers(reloader, config.watch_config).map_err(StartError::Thread)?;
-    }
-    let cfg = config.clone();
-    let ready_set = ready.clone();
-    std::thread::Builder::new()
-        .name("tokentap-ready".into())
-        .spawn(move || {
-            if wait_listening(&cfg, Duration::from_secs(30)) {
-                ready_set.set(true);
-                tracing::info!(admin = %cfg.admin_listen, taps = cfg.taps.len(), "tokentap ready");
-            } else {
-                tracing::error!("listeners did not come up within 30 s");
-            }
-        })
-        .map_err(StartError::Thread)?;
-    let otlp = built.otlp;
-    let _analyses = built.analyses;
-    built.server.run(RunArgs {
-        shutdown_signal: Box::new(SignalWatch {
-            ready,
-            notice: config.drain_notice,
-        }),
-    });
-    if let Some(o) = otlp {
-        if !o.shutdown() {
-            tracing::warn!("OTLP flush did not finish within its bound; the rest is dropped");
-        }
-    }
-    Ok(())
-}
-
-/// Unix signals for `run`: SIGTERM marks the process not ready at once and
-/// lets `notice` pass (load balancers see `/readyz` 503 and stop sending)
-/// before pingora stops the listeners and gives in-flight requests their
-/// grace; SIGINT stops at once; SIGQUIT is pingora's graceful upgrade.
-struct SignalWatch {
-    ready: Readiness,
-    notice: Duration,
-}
-
-#[async_trait]
-impl ShutdownSignalWatch for SignalWatch {
-    async fn recv(&self) -> ShutdownSignal {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut term), Ok(mut int), Ok(mut quit)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::quit()),
-        ) else {
-            tracing::error!("cannot listen for signals; stopping");
-            return ShutdownSignal::FastShutdown;
-        };
-        tokio::select! {
-            _ = term.recv() => {
-                self.ready.set(false);
-                tracing::info!(notice = ?self.notice, "SIGTERM: not ready; draining");
-                tokio::time::sleep(self.notice).await;
-                ShutdownSignal::GracefulTerminate
-            }
-            _ = int.recv() => ShutdownSignal::FastShutdown,
-            _ = quit.recv() => ShutdownSignal::GracefulUpgrade,
-        }
-    }
 }
 
 /// A server running on a background thread.
@@ -368,6 +309,7 @@ pub fn spawn(config: &Config, hooks: Hooks) -> Result<Running, StartError> {
         otlp,
         analyses,
         taps,
+        record_logs: _,
     } = build(config, hooks)?;
     let (stop, rx) = watch::channel(None);
     let thread = std::thread::Builder::new()

@@ -287,6 +287,7 @@ pub const ALL: &[&MetricDef] = &[
     &CONFIG_RESTART_PENDING.def,
     &REJECTED.def,
     &CONNECTIONS_OPEN.def,
+    &SHUTDOWN_CUT.def,
     &USAGE_INJECTION.def,
 ];
 

@@ -134,3 +134,16 @@ pub const CONNECTIONS_OPEN: Metric<TapLabels> = Metric::new(Spec {
     observed: "always current",
     tests: &[],
 });
+
+pub const SHUTDOWN_CUT: Metric<TapLabels> = Metric::new(Spec {
+    name: "tokentap_shutdown_cut_total",
+    otel_name: "tokentap.shutdown.cut",
+    kind: Kind::Counter,
+    unit: Unit::Requests,
+    help: "Requests still in flight when the shutdown grace (server.grace_period_seconds after SIGTERM and the drain notice) ended: cut by the stop, without a record. The process exits as soon as none is in flight, so this counts only streams longer than the grace.",
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "once, when the grace ends with requests in flight (exported by the final OTLP flush)",
+    tests: &[],
+});

@@ -196,10 +196,12 @@ pub struct ServerFile {
     /// long so load balancers see it, then stop.
     #[serde(default = "one_f")]
     pub drain_notice_seconds: f64,
-    /// Then in-flight requests may go on this long before shutdown starts.
-    #[serde(default = "thirty")]
+    /// Then the listeners close and the process exits as soon as nothing
+    /// is in flight, at the latest this long after (streams open then are
+    /// cut and counted).
+    #[serde(default = "twenty")]
     pub grace_period_seconds: u64,
-    /// Then: how long runtimes get to stop.
+    /// Then: how long the record logs and OTLP get to flush.
     #[serde(default = "five")]
     pub shutdown_timeout_seconds: u64,
     /// Re-read the config file when its content changes, checking this often
@@ -213,7 +215,7 @@ impl Default for ServerFile {
         ServerFile {
             threads: one(),
             drain_notice_seconds: one_f(),
-            grace_period_seconds: thirty(),
+            grace_period_seconds: twenty(),
             shutdown_timeout_seconds: five(),
             watch_config_seconds: 0.0,
         }
@@ -223,8 +225,8 @@ impl Default for ServerFile {
 fn one_f() -> f64 {
     1.0
 }
-fn thirty() -> u64 {
-    30
+fn twenty() -> u64 {
+    20
 }
 
 fn one() -> usize {

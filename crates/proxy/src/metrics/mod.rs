@@ -148,6 +148,7 @@ impl Metrics {
             };
             self.touch(&table::USAGE_INJECTION, &labels);
         }
+        self.touch(&table::SHUTDOWN_CUT, tap);
         self.tap_gauge(&table::IN_FLIGHT, tap)
     }
 

@@ -251,12 +251,19 @@ impl Otlp {
     /// bound; returns whether everything finished in time. The providers are
     /// dropped on a thread of their own, never inside a tokio runtime.
     pub fn shutdown(self) -> bool {
-        let deadline = Instant::now() + self.shutdown;
+        let bound = self.shutdown;
+        self.shutdown_within(bound)
+    }
+
+    /// The same, within at most `bound` (and the pipeline's own bound).
+    pub fn shutdown_within(self, bound: Duration) -> bool {
+        let deadline = Instant::now() + self.shutdown.min(bound);
         let Otlp {
             meter_provider,
             spans,
             shutdown,
         } = self;
+        let shutdown = shutdown.min(bound);
         let (tx, rx) = std::sync::mpsc::channel();
         let spawned = std::thread::Builder::new()
             .name("tokentap-otlp-shutdown".into())

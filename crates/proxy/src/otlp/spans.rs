@@ -35,6 +35,8 @@ use tokentap_core::record::{Outcome, RequestRecord};
 
 /// How often a partial batch is exported.
 const FLUSH_EVERY: Duration = Duration::from_millis(500);
+/// How soon the exporter thread sees a shutdown.
+const STOP_CHECK: Duration = Duration::from_millis(20);
 
 pub struct SpanOptions {
     pub queue: usize,
@@ -308,21 +310,29 @@ fn run<E: SpanExporter>(
     dropped: &Option<IntCounter>,
 ) {
     let mut buf = Vec::with_capacity(batch);
+    let mut flushed = Instant::now();
     loop {
+        // Short waits, so a shutdown is seen at once; an export at most
+        // every FLUSH_EVERY (or when a batch is full).
         let wait = if stop.load(Ordering::SeqCst) {
             Duration::ZERO
         } else {
-            FLUSH_EVERY
+            STOP_CHECK
         };
         match rx.recv_timeout(wait) {
             Ok(span) => {
                 buf.push(span);
                 if buf.len() >= batch {
                     export(&exporter, &mut buf, exported, dropped);
+                    flushed = Instant::now();
                 }
             }
             Err(RecvTimeoutError::Timeout) if stop.load(Ordering::SeqCst) => break,
-            Err(RecvTimeoutError::Timeout) => export(&exporter, &mut buf, exported, dropped),
+            Err(RecvTimeoutError::Timeout) if flushed.elapsed() >= FLUSH_EVERY => {
+                export(&exporter, &mut buf, exported, dropped);
+                flushed = Instant::now();
+            }
+            Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
     }
