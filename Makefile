@@ -1,7 +1,7 @@
 # One entry point for humans and CI: `make test` is exactly what CI runs.
 CARGO ?= cargo
 
-.PHONY: all deps build test lint purity deny unit it demo fuzz soak bench clean
+.PHONY: all deps build test lint deploy-check purity deny unit it demo fuzz soak bench clean
 
 all: build
 
@@ -16,6 +16,14 @@ lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 	./scripts/file-sizes.sh
+
+# The deployment files, without a cluster or a Docker engine: Kubernetes
+# manifests (kubernetes-validate --strict, PodMonitor against the Prometheus
+# Operator's CRD schema), the compose file with and without the fleet
+# profile, the fleet's Prometheus config, and the tap configs when a
+# tokentap binary is built.
+deploy-check: deps
+	./scripts/check-deploy.sh
 
 # The pure core must not reach a socket, a runtime or an exporter: its
 # dependency tree (normal and dev) may not contain any of these crates.
@@ -44,7 +52,7 @@ it: deps
 deny: deps
 	./scripts/deny.sh
 
-test: lint purity deny unit it
+test: lint purity deny unit it deploy-check
 
 demo: deps
 	$(CARGO) run --release --locked -- demo

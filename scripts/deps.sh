@@ -6,7 +6,8 @@
 #   haproxy    the coalescing middlebox of the benchmark's accuracy-cell test
 #   docker-compose  validates docker-compose.yml (`config -q` needs no engine)
 #   chromium   headless check that the HTML report opens without console errors
-#   .venv      the official `openai`, `anthropic`, `ollama` and `huggingface_hub` Python clients for the real-client tests (pip)
+#   .venv      the official `openai`, `anthropic`, `ollama` and `huggingface_hub` Python clients for the real-client tests,
+#              `kubernetes-validate` and the Prometheus Operator's CRD models for `make deploy-check` (pip)
 #   cargo-deny licenses, bans and sources of the dependency tree (cargo install)
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
@@ -38,8 +39,8 @@ if [ "${#apt_packages[@]}" -gt 0 ]; then
   fi
 fi
 
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import openai, anthropic, ollama, huggingface_hub" >/dev/null 2>&1; then
-  echo "deps: creating .venv with the openai, anthropic, ollama and huggingface_hub clients"
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import openai, anthropic, ollama, huggingface_hub, kubernetes_validate, cloudcoil.models.prometheus_operator" >/dev/null 2>&1; then
+  echo "deps: creating .venv with the openai, anthropic, ollama and huggingface_hub clients, kubernetes-validate and the PodMonitor schema"
   python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r tests/py/requirements.txt
 fi

@@ -1,4 +1,4 @@
-//! The command line: `run`, `validate`, `sim`, `demo`, `drive`, `report`. Each subcommand is a
+//! The command line: `run`, `validate`, `join`, `sim`, `demo`, `drive`, `report`. Each subcommand is a
 //! thin call into the library; exit codes and messages are decided here.
 
 use crate::demo::DemoArgs;
@@ -59,6 +59,16 @@ pub enum Command {
     /// Benchmark tokentap against a direct connection, itself with
     /// measurement off, nginx, HAProxy and LiteLLM on this machine.
     Bench(tokentap_tools::bench::BenchArgs),
+    /// Receive the taps' OTLP spans (gRPC and HTTP) and attribute each
+    /// request's time to the layers between taps on different machines.
+    Join {
+        /// YAML config file (`join.yaml`).
+        #[arg(short, long, env = "TOKENTAP_JOIN_CONFIG")]
+        config: PathBuf,
+        /// Check the file and exit.
+        #[arg(long)]
+        check: bool,
+    },
     /// A small reference LLM gateway (guardrail calls, then the engine) for
     /// demos, the compose stack and attribution tests.
     Gateway(tokentap_sim::gateway::GatewayArgs),
@@ -81,6 +91,23 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             let cfg =
                 Config::load(&config).map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
             tokentap_proxy::server::run(&cfg, Hooks::default(), Some(&config))?;
+            Ok(())
+        }
+        Command::Join { config, check } => {
+            let cfg = tokentap_proxy::join::config::JoinConfig::load(&config)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
+            if check {
+                println!(
+                    "{}: ok (OTLP/gRPC {}, OTLP/HTTP {}, admin {}, {} traces at most)",
+                    config.display(),
+                    cfg.grpc_listen,
+                    cfg.http_listen,
+                    cfg.admin_listen,
+                    cfg.correlation.max_groups
+                );
+                return Ok(());
+            }
+            tokentap_proxy::join::run(&cfg)?;
             Ok(())
         }
         Command::Validate { config } => {

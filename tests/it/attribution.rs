@@ -89,15 +89,21 @@ fn union(mut iv: Vec<(Instant, Instant)>) -> f64 {
     total + cur.map_or(0.0, |(s, e)| secs(e, s))
 }
 
-struct Topology {
-    edge: std::net::SocketAddr,
-    gateway: TestGateway,
-    m: Multi,
+pub struct Topology {
+    pub edge: std::net::SocketAddr,
+    pub gateway: TestGateway,
+    pub m: Multi,
     _engine: Simulator,
     _guard: Simulator,
 }
 
 fn topology(input_guards: usize, output_guard: bool, strip: bool) -> Topology {
+    topology_with(input_guards, output_guard, strip, "")
+}
+
+/// The same topology in one process, with `top` YAML (an `otlp:` section
+/// for the joiner tests) before `taps:`.
+pub fn topology_with(input_guards: usize, output_guard: bool, strip: bool, top: &str) -> Topology {
     let engine = sim(Profile {
         ttft_ms: 40.0,
         itl_ms: 15.0,
@@ -122,6 +128,55 @@ fn topology(input_guards: usize, output_guard: bool, strip: bool) -> Topology {
     let taps = [
         tap_yaml("edge", "compound", edge, gw_tap, ""),
         tap_yaml("gw", "gateway", gw_tap, gateway.addr, ""),
+        tap_yaml("engine", "engine", engine_tap, engine.addr, ""),
+        tap_yaml(
+            "guard",
+            "guardrail",
+            guard_tap,
+            guard.addr,
+            "    hop: moderation\n",
+        ),
+    ]
+    .concat();
+    let m = Multi::start(
+        &taps,
+        &format!("correlation:\n  settle_seconds: 0.3\n{top}"),
+    );
+    Topology {
+        edge,
+        gateway,
+        m,
+        _engine: engine,
+        _guard: guard,
+    }
+}
+
+/// The multi-machine test's topology in one process: an edge tap as the
+/// gateway boundary in front of the reference gateway (one input guardrail
+/// call), an engine tap, a guardrail tap, two simulators.
+pub fn fleet_topology(processing_ms: f64, relay_ms: f64, guard_ms: f64) -> Topology {
+    let engine = sim(Profile {
+        ttft_ms: 20.0,
+        itl_ms: 5.0,
+        output_tokens: 8,
+        ..Profile::default()
+    });
+    let guard = sim(Profile {
+        ttft_ms: guard_ms,
+        ..Profile::default()
+    });
+    let (edge, engine_tap, guard_tap) = (free_addr(), free_addr(), free_addr());
+    let gateway = TestGateway::spawn(GatewayConfig {
+        engine: engine_tap.to_string(),
+        guard: Some(guard_tap.to_string()),
+        input_guards: 1,
+        output_guard: false,
+        processing: Duration::from_secs_f64(processing_ms / 1e3),
+        relay_delay: Duration::from_secs_f64(relay_ms / 1e3),
+        strip_traceparent: false,
+    });
+    let taps = [
+        tap_yaml("edge", "gateway", edge, gateway.addr, "    trace: create\n"),
         tap_yaml("engine", "engine", engine_tap, engine.addr, ""),
         tap_yaml(
             "guard",
@@ -169,7 +224,7 @@ async fn relay_and_input_guardrails_once(attempt: u32) -> Timing {
         // Request path: the gateway's processing and input guardrails.
         timing.within(
             &format!("{id} request path"),
-            gw.request_path,
+            gw.request_path.unwrap(),
             secs(truth.forwarded, truth.received),
         );
         // Relay: every token event's delay at the gateway.
@@ -232,7 +287,7 @@ async fn relay_and_input_guardrails_once(attempt: u32) -> Timing {
         // The compound tap sits right in front of the gateway tap: nearly nothing.
         let edge = t.m.attributions.pair("edge", "gw", &id).await;
         assert!(
-            edge.request_path < 0.002 && edge.ttft.unwrap() < 0.002,
+            edge.request_path.unwrap() < 0.002 && edge.ttft.unwrap() < 0.002,
             "{edge:?}"
         );
     }

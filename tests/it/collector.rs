@@ -103,6 +103,51 @@ impl Collector {
         }
     }
 
+    /// A relay instead of a sink: every trace export received on `addr`
+    /// (port 0: any) is decoded and handed to `handle`, then answered 200.
+    pub fn relay<F, Fut>(addr: SocketAddr, handle: F) -> Collector
+    where
+        F: Fn(ExportTraceServiceRequest) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = ()> + Send,
+    {
+        let l = std::net::TcpListener::bind(addr).unwrap();
+        l.set_nonblocking(true).unwrap();
+        let addr = l.local_addr().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let handle = Arc::new(handle);
+        rt.spawn(async move {
+            let l = tokio::net::TcpListener::from_std(l).unwrap();
+            loop {
+                let Ok((s, _)) = l.accept().await else { continue };
+                let handle = handle.clone();
+                tokio::spawn(async move {
+                    let (mut rd, mut wr) = tokio::io::split(s);
+                    let mut buf = Vec::new();
+                    while let Ok(Some(req)) = wire::read_request(&mut rd, &mut buf).await {
+                        if req.path.ends_with("/v1/traces") {
+                            if let Ok(export) = ExportTraceServiceRequest::decode(req.body.as_slice()) {
+                                handle(export).await;
+                            }
+                        }
+                        let head = "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n";
+                        if wr.write_all(head.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        Collector {
+            addr,
+            got: Arc::new(Mutex::new(Received::default())),
+            runtime: Some(rt),
+        }
+    }
+
     pub fn spans(&self) -> Vec<Span> {
         let r = self.got.lock().unwrap();
         r.traces

@@ -409,6 +409,8 @@ fn promtool_accepts_the_prometheus_config_and_rules() {
     promtool(&["check", "config", "deploy/prometheus/prometheus.yml"]);
     promtool(&["check", "rules", "deploy/prometheus/rules.yml"]);
     promtool(&["test", "rules", "deploy/prometheus/rules_test.yml"]);
+    promtool(&["check", "rules", "deploy/prometheus/fleet-rules.yml"]);
+    promtool(&["test", "rules", "deploy/prometheus/fleet-rules_test.yml"]);
 }
 
 #[test]

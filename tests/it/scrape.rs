@@ -95,7 +95,10 @@ async fn promtool_accepts_a_scrape_with_every_kind_of_request() {
     // traffic supports are checked below.
     use tokentap_core::table::Kind;
     for def in tokentap_core::table::ALL.iter().filter(|d| {
-        !is_attribution(d) && !d.name.starts_with("tokentap_otlp_") && d.kind != Kind::WindowGauge
+        !is_attribution(d)
+            && !d.name.starts_with("tokentap_otlp_")
+            && !d.name.starts_with("tokentap_join_")
+            && d.kind != Kind::WindowGauge
     }) {
         assert!(
             scrape.contains(&format!("# TYPE {} ", def.name)),
@@ -211,12 +214,16 @@ async fn labels_stay_bounded_under_10000_models_paths_and_api_keys() {
         "50 models, other, unknown (paths that are not LLM calls)"
     );
     assert!(models.contains(&"other") && models.contains(&"unknown"));
+    // Window gauges name the window's top 10 tenants, the mergeable tenant
+    // series the process's first 20: never more than 20 + other.
     let tenants = values("tenant");
     assert!(
-        tenants.len() <= 11,
-        "top 10 tenants + other: {}",
+        tenants.len() <= 21,
+        "first 20 tenants + other: {}",
         tenants.len()
     );
+    let overflow_t = tap.sample("tokentap_label_overflow_total{label=\"tenant\"}");
+    assert!(overflow_t > 0.0, "tenants beyond the first 20 are counted");
     assert!(
         !scrape.contains("random-") && !scrape.contains("sk-random"),
         "no path or key in labels"

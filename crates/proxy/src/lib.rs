@@ -16,6 +16,7 @@ pub mod config;
 pub mod correlation;
 pub mod engine_scrape;
 mod foreground;
+pub mod join;
 pub mod limits;
 pub mod live_analyses;
 pub mod metrics;

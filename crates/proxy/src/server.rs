@@ -21,7 +21,7 @@ use crate::otlp::Otlp;
 use crate::proxy::{Tap, TapAnalysis, TapParts, TapProxy};
 use crate::recordlog::{LogFlusher, RecordLog};
 use crate::reload::{self, Reloader};
-use crate::sinks::{self, AnalysisSink, CorrelatorSink, Hooks, TapSinks};
+use crate::sinks::{self, AnalysisSink, CorrelatorSink, FleetSeries, Hooks, TapSinks};
 use async_trait::async_trait;
 use pingora::apps::HttpServerOptions;
 use pingora::protocols::http::v2::server::H2Options;
@@ -104,7 +104,12 @@ pub(crate) fn build_with_grace(
     pingora_grace: Duration,
 ) -> Result<Built, StartError> {
     check_listeners(config)?;
-    let mut metrics = Metrics::new(config.max_models)?;
+    let mut metrics = Metrics::new(config.max_models)?.with_max_tenants(
+        config
+            .analysis
+            .as_ref()
+            .map_or(crate::metrics::DEFAULT_MAX_TENANTS, |a| a.max_tenants),
+    );
     let mut otlp = None;
     let mut span_events = 0;
     if let Some(cfg) = &config.otlp {
@@ -117,11 +122,13 @@ pub(crate) fn build_with_grace(
         if let Some(i) = instruments {
             metrics = metrics.with_otel(i);
         }
-        span_events = if cfg.span_events {
+        // The span carries the first token-event offsets for the joiner,
+        // and, when asked, one span event per token event.
+        span_events = cfg.span_token_offsets.max(if cfg.span_events {
             cfg.max_span_events
         } else {
             0
-        };
+        });
         otlp = Some(o);
     }
     let metrics = Arc::new(metrics);
@@ -156,6 +163,12 @@ pub(crate) fn build_with_grace(
             tap: tap_cfg.name.clone(),
             boundary: tap_cfg.boundary,
         };
+        let labels_for_fleet = labels.clone();
+        let slo = config
+            .analysis
+            .as_ref()
+            .map(|a| a.settings.slo)
+            .unwrap_or_default();
         let record_log =
             match &tap_cfg.record_log {
                 None => None,
@@ -187,6 +200,7 @@ pub(crate) fn build_with_grace(
             analysis: sampled.then(|| AnalysisSink {
                 live: tap_live,
                 record_log,
+                fleet: FleetSeries::new(metrics.clone(), labels_for_fleet, slo),
             }),
             correlator: correlator.clone().map(CorrelatorSink),
         });
@@ -195,6 +209,7 @@ pub(crate) fn build_with_grace(
             observer: hooks.observer.clone(),
             correlator: correlator.clone(),
             sinks,
+            fingerprint: correlator.is_some() || spans.is_some(),
             span_events,
             analysis,
         };

@@ -104,7 +104,36 @@ pub struct GatewayTruth {
     pub output_guard: Option<(Instant, Instant)>,
 }
 
+impl GatewayTruth {
+    /// Durations from the request's receipt, in ms: when the engine request
+    /// left, each input guardrail call, the first token's relay.
+    pub fn summary(&self) -> serde_json::Value {
+        let ms = |t: Instant| t.saturating_duration_since(self.received).as_secs_f64() * 1e3;
+        serde_json::json!({
+            "forwarded_ms": ms(self.forwarded),
+            "input_guards_ms": self.input_guards.iter().map(|(s, e)| [ms(*s), ms(*e)]).collect::<Vec<_>>(),
+            "first_token_relay_ms": self.relays.iter().find(|r| r.2).map(|(recv, sent, _)| sent.saturating_duration_since(*recv).as_secs_f64() * 1e3),
+        })
+    }
+}
+
 type Truths = Arc<Mutex<VecDeque<GatewayTruth>>>;
+
+/// Waits until `deadline`, to well under a millisecond: tokio's timer
+/// wakes up to a millisecond late, so it sleeps to 1.5 ms before and
+/// yields the rest. The gateway's delays are what tests recover: they must
+/// be what it was told, not its timer's rounding.
+async fn sleep_until_exactly(deadline: Instant) {
+    let early = Duration::from_micros(1500);
+    if let Some(wake) = deadline.checked_sub(early) {
+        if wake > Instant::now() {
+            tokio::time::sleep_until(wake.into()).await;
+        }
+    }
+    while Instant::now() < deadline {
+        tokio::task::yield_now().await;
+    }
+}
 
 /// A gateway serving on its own thread and runtime until dropped.
 pub struct Gateway {
@@ -184,6 +213,27 @@ async fn connection(s: TcpStream, cfg: Arc<GatewayConfig>, truth: Truths) -> io:
     let (mut rd, mut wr) = tokio::io::split(s);
     let mut buf = Vec::new();
     while let Some(req) = wire::read_request(&mut rd, &mut buf).await? {
+        if let Some(id) = req.path.strip_prefix("/truth/") {
+            // What the gateway did for request `id` (for tests that run it
+            // as a process): durations from its receipt, in ms.
+            let body = {
+                let truth = truth.lock().unwrap_or_else(|e| e.into_inner());
+                truth
+                    .iter()
+                    .find(|t| t.request_id == id)
+                    .map_or_else(|| "null".to_string(), |t| t.summary().to_string())
+            };
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            );
+            wr.write_all(head.as_bytes()).await?;
+            wr.write_all(body.as_bytes()).await?;
+            if req.close {
+                return Ok(());
+            }
+            continue;
+        }
         if req.path == "/healthz" {
             wr.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
                 .await?;
@@ -279,7 +329,7 @@ async fn handle(
     } else {
         req.header_str("traceparent").map(str::to_owned)
     };
-    tokio::time::sleep(cfg.processing).await;
+    sleep_until_exactly(received + cfg.processing).await;
     let mut input_guards = Vec::new();
     if let Some(g) = &cfg.guard {
         let input = last_user_text(&req.body);
@@ -348,7 +398,7 @@ async fn handle(
                 }
                 Piece::Data(_, bytes) if buffered => held.push(chunk(&bytes)),
                 Piece::Data(at, bytes) => {
-                    tokio::time::sleep_until((at + relay_delay).into()).await;
+                    sleep_until_exactly(at + relay_delay).await;
                     wr.write_all(&chunk(&bytes)).await?;
                     let token = bytes.windows(11).any(|w| w == b"\"content\":\"")
                         && !bytes.windows(12).any(|w| w == b"\"content\":\"\"");

@@ -9,6 +9,7 @@
 //!   to fingerprints, count what it did).
 
 pub mod resolve;
+pub mod span;
 pub mod store;
 pub mod types;
 

@@ -38,22 +38,28 @@ fn signed(a: Duration, b: Duration) -> f64 {
     a.as_secs_f64() - b.as_secs_f64()
 }
 
-fn encloses(outer: &TapRecord, inner: &TapRecord) -> bool {
-    !outer.is_guardrail()
-        && outer.tap != inner.tap
-        && outer.t0 <= inner.t0
-        && outer.end() >= inner.t0
-        && (rank(outer.boundary) > rank(inner.boundary)
-            || (rank(outer.boundary) == rank(inner.boundary) && outer.t0 < inner.t0))
+fn encloses(outer: &TapRecord, inner: &TapRecord, clocks: Clocks) -> bool {
+    let layered = !outer.is_guardrail() && outer.tap != inner.tap;
+    match clocks {
+        Clocks::Shared => {
+            layered
+                && outer.t0 <= inner.t0
+                && outer.end() >= inner.t0
+                && (rank(outer.boundary) > rank(inner.boundary)
+                    || (rank(outer.boundary) == rank(inner.boundary) && outer.t0 < inner.t0))
+        }
+        // No common clock: only the layers' order says who encloses whom.
+        Clocks::PerTap => layered && rank(outer.boundary) > rank(inner.boundary),
+    }
 }
 
 /// Index of the immediate outer of `records[i]`.
-pub fn immediate_outer(records: &[TapRecord], i: usize) -> Option<usize> {
+pub fn immediate_outer(records: &[TapRecord], i: usize, clocks: Clocks) -> Option<usize> {
     let inner = records.get(i)?;
     records
         .iter()
         .enumerate()
-        .filter(|(j, r)| *j != i && encloses(r, inner))
+        .filter(|(j, r)| *j != i && encloses(r, inner, clocks))
         .min_by(|(_, a), (_, b)| {
             rank(a.boundary)
                 .cmp(&rank(b.boundary))
@@ -62,28 +68,55 @@ pub fn immediate_outer(records: &[TapRecord], i: usize) -> Option<usize> {
         .map(|(j, _)| j)
 }
 
-/// What the layer between `outer` and `inner` added.
+/// Microseconds → seconds, from a tap's own start.
+fn us(v: u32) -> f64 {
+    f64::from(v) / 1e6
+}
+
+/// What the layer between `outer` and `inner` added. With `Clocks::PerTap`
+/// only differences of durations each measured at one tap are given: the
+/// request path and the absolute relay delays need one clock.
 pub fn attribute(
     outer: &TapRecord,
     inner: &TapRecord,
     joined_by: JoinKind,
     buffered_threshold: f64,
+    clocks: Clocks,
 ) -> PairAttribution {
     let n = outer.events.len().min(inner.events.len());
-    let relay_delays: Vec<f64> = (0..n)
-        .filter_map(|k| Some(secs(outer.event_at(k)?, inner.event_at(k)?)))
+    let shared = clocks == Clocks::Shared;
+    let relay_delays: Vec<f64> = if shared {
+        (0..n)
+            .filter_map(|k| Some(secs(outer.event_at(k)?, inner.event_at(k)?)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let since_first =
+        |r: &TapRecord, k: usize| Some(us(*r.events.get(k)?) - us(*r.events.first()?));
+    let relay_after_first: Vec<f64> = (1..n)
+        .filter_map(|k| Some(since_first(outer, k)? - since_first(inner, k)?))
         .collect();
     let added_jitter: Vec<f64> = (1..n)
         .filter_map(|k| {
-            let og = secs(outer.event_at(k)?, outer.event_at(k - 1)?);
-            let ig = secs(inner.event_at(k)?, inner.event_at(k - 1)?);
+            let og = us(*outer.events.get(k)?) - us(*outer.events.get(k - 1)?);
+            let ig = us(*inner.events.get(k)?) - us(*inner.events.get(k - 1)?);
             Some((og - ig).abs())
         })
         .collect();
-    let buffered_share = match (outer.event_at(0), inner.events.len()) {
+    // The inner events that had passed when the outer's first token did:
+    // on one clock, exactly; on two, as if the request reached the inner
+    // tap at once (an upper bound, off by the request path).
+    let buffered_share = match (outer.events.first(), inner.events.len()) {
         (Some(first_out), total) if total >= 2 => {
             let before = (0..total)
-                .filter(|k| inner.event_at(*k).is_some_and(|t| t <= first_out))
+                .filter(|k| match shared {
+                    true => inner
+                        .event_at(*k)
+                        .zip(outer.event_at(0))
+                        .is_some_and(|(t, first)| t <= first),
+                    false => inner.events.get(*k).is_some_and(|t| t <= first_out),
+                })
                 .count();
             Some(before as f64 / total as f64)
         }
@@ -101,11 +134,12 @@ pub fn attribute(
         request_id: outer.request_id.clone(),
         inner_request_id: inner.request_id.clone(),
         joined_by,
-        request_path: secs(inner.t0, outer.t0),
+        request_path: shared.then(|| secs(inner.t0, outer.t0)),
         ttfb: outer.ttfb.zip(inner.ttfb).map(|(o, i)| signed(o, i)),
         ttft: outer.ttft.zip(inner.ttft).map(|(o, i)| signed(o, i)),
         e2e: signed(outer.e2e, inner.e2e),
         relay_delays,
+        relay_after_first,
         added_jitter,
         buffered: buffered_share.is_some_and(|s| s >= buffered_threshold),
         buffered_share,
@@ -140,7 +174,12 @@ pub fn exposed(
 
 /// Resolves one settled group. `joined_by(i, j)` says how records i and j
 /// were joined.
-pub fn resolve<F>(records: &[TapRecord], joined_by: F, buffered_threshold: f64) -> Resolution
+pub fn resolve<F>(
+    records: &[TapRecord],
+    joined_by: F,
+    buffered_threshold: f64,
+    clocks: Clocks,
+) -> Resolution
 where
     F: Fn(usize, usize) -> JoinKind,
 {
@@ -150,7 +189,7 @@ where
             if records.get(i).is_some_and(TapRecord::is_guardrail) {
                 None
             } else {
-                immediate_outer(records, i)
+                immediate_outer(records, i, clocks)
             }
         })
         .collect();
@@ -162,50 +201,104 @@ where
                     inner,
                     joined_by(*o, i),
                     buffered_threshold,
+                    clocks,
                 ));
             }
         }
     }
-    // Guardrail hops: owner, phase, exposure.
-    let mut by_owner: Vec<(usize, Phase, (Instant, Instant))> = Vec::new();
-    for h in records.iter().filter(|r| r.is_guardrail()) {
-        let owner = records
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| !c.is_guardrail() && c.t0 <= h.t0 && c.end() >= h.t0)
-            .max_by_key(|(_, c)| {
-                let pref = match c.boundary {
-                    Boundary::Gateway => 3,
-                    Boundary::Compound => 2,
-                    _ => 1,
-                };
-                (pref, c.t0)
-            })
-            .map(|(j, _)| j);
-        let phase = match owner.and_then(|o| records.get(o).map(|c| (o, c))) {
-            None => Phase::Unknown,
-            Some((o, c)) => {
-                let first_inner = outers
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, out)| **out == Some(o))
-                    .filter_map(|(i, _)| records.get(i))
-                    .min_by_key(|r| r.t0);
-                let before = match first_inner {
-                    Some(inner) => h.t0 < inner.t0,
-                    None => h.end() <= c.t0 + c.ttfb.unwrap_or(c.e2e),
-                };
-                if before {
-                    Phase::Input
-                } else {
-                    Phase::Output
-                }
+    let (hops, exposure) = guardrails(records, &outers, clocks);
+    res.hops = hops;
+    res.exposure = exposure;
+    res
+}
+
+/// The non-guardrail record whose layer made guardrail call `h`: a gateway,
+/// else a compound system, else any (on one clock: among those in flight
+/// when the call started).
+fn owner_of(records: &[TapRecord], h: &TapRecord, clocks: Clocks) -> Option<usize> {
+    records
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            !c.is_guardrail() && (clocks == Clocks::PerTap || (c.t0 <= h.t0 && c.end() >= h.t0))
+        })
+        .max_by_key(|(_, c)| {
+            let pref = match c.boundary {
+                Boundary::Gateway => 3,
+                Boundary::Compound => 2,
+                _ => 1,
+            };
+            (pref, c.t0)
+        })
+        .map(|(j, _)| j)
+}
+
+/// Where a guardrail call sits in the request of its owner `o`: before the
+/// owner's inner (engine) request, or during or after it.
+///
+/// On one clock, by start times. On the taps' own clocks, by what the
+/// call did to the owner's first token: an input call delays it, so it
+/// fits into the owner's TTFT minus its inner's (durations only); a
+/// longer call is an output call. Without TTFTs (not streamed): unknown.
+fn phase_of(
+    records: &[TapRecord],
+    outers: &[Option<usize>],
+    h: &TapRecord,
+    o: usize,
+    clocks: Clocks,
+) -> Phase {
+    let Some(c) = records.get(o) else {
+        return Phase::Unknown;
+    };
+    let first_inner = outers
+        .iter()
+        .enumerate()
+        .filter(|(_, out)| **out == Some(o))
+        .filter_map(|(i, _)| records.get(i))
+        .min_by_key(|r| r.t0);
+    let before = match clocks {
+        Clocks::Shared => match first_inner {
+            Some(inner) => h.t0 < inner.t0,
+            None => h.end() <= c.t0 + c.ttfb.unwrap_or(c.e2e),
+        },
+        Clocks::PerTap => {
+            let held = match first_inner {
+                Some(inner) => c.ttft.zip(inner.ttft).map(|(o, i)| o.saturating_sub(i)),
+                None => c.ttft,
+            };
+            match held {
+                Some(held) => h.e2e <= held + PHASE_SLACK,
+                None => return Phase::Unknown,
             }
-        };
-        if let (Some(o), Phase::Input | Phase::Output) = (owner, phase) {
-            by_owner.push((o, phase, (h.t0, h.end())));
         }
-        res.hops.push(HopCall {
+    };
+    if before {
+        Phase::Input
+    } else {
+        Phase::Output
+    }
+}
+
+/// Tolerance of the clock-free phase rule (timer and scheduling noise of
+/// the taps that measured both durations).
+const PHASE_SLACK: Duration = Duration::from_millis(1);
+
+/// Every guardrail call with its owner and phase, and per owner and phase
+/// the guardrail time the request was exposed to.
+fn guardrails(
+    records: &[TapRecord],
+    outers: &[Option<usize>],
+    clocks: Clocks,
+) -> (Vec<HopCall>, Vec<Exposure>) {
+    let mut hops = Vec::new();
+    let mut by_owner: Vec<(usize, Phase, &TapRecord)> = Vec::new();
+    for h in records.iter().filter(|r| r.is_guardrail()) {
+        let owner = owner_of(records, h, clocks);
+        let phase = owner.map_or(Phase::Unknown, |o| phase_of(records, outers, h, o, clocks));
+        if let (Some(o), Phase::Input | Phase::Output) = (owner, phase) {
+            by_owner.push((o, phase, h));
+        }
+        hops.push(HopCall {
             hop: h.hop.clone().unwrap_or_else(|| h.tap.clone()),
             request_id: owner
                 .and_then(|o| records.get(o))
@@ -220,6 +313,7 @@ where
     let mut owners: Vec<usize> = by_owner.iter().map(|(o, _, _)| *o).collect();
     owners.sort_unstable();
     owners.dedup();
+    let mut exposure = Vec::new();
     for o in owners {
         let Some(owner) = records.get(o) else {
             continue;
@@ -232,24 +326,32 @@ where
             .min_by_key(|r| r.t0)
             .map(|r| (r.t0, r.end()));
         for phase in [Phase::Input, Phase::Output] {
-            let intervals: Vec<_> = by_owner
+            let calls: Vec<&TapRecord> = by_owner
                 .iter()
                 .filter(|(w, p, _)| *w == o && *p == phase)
-                .map(|(_, _, iv)| *iv)
+                .map(|(_, _, h)| *h)
                 .collect();
-            if intervals.is_empty() {
-                continue;
-            }
-            res.exposure.push(Exposure {
+            let exposed = match (clocks, calls.as_slice()) {
+                (_, []) => continue,
+                (Clocks::Shared, _) => {
+                    exposed(calls.iter().map(|h| (h.t0, h.end())).collect(), engine)
+                }
+                // One input call on its own clock: it ran before the
+                // engine request, all of it exposed. Parallel calls and
+                // output calls need one clock to overlap.
+                (Clocks::PerTap, [h]) if phase == Phase::Input => h.e2e,
+                (Clocks::PerTap, _) => continue,
+            };
+            exposure.push(Exposure {
                 owner: owner.tap.clone(),
                 request_id: owner.request_id.clone(),
                 phase,
-                calls: intervals.len(),
-                exposed: exposed(intervals, engine),
+                calls: calls.len(),
+                exposed,
             });
         }
     }
-    res
+    (hops, exposure)
 }
 
 #[cfg(test)]

@@ -37,6 +37,10 @@ pub struct CorrelationConfig {
     /// Share of the inner stream that passed before the outer's first token
     /// from which a layer counts as buffering.
     pub buffered_share: f64,
+    /// Whether the records' instants share one clock (one process) or
+    /// each tap has its own (the joiner): what can be attributed depends
+    /// on it (see `resolve`).
+    pub clocks: Clocks,
 }
 
 crate::labels::label_enum! {
@@ -279,6 +283,7 @@ impl Correlator {
                 &g.records,
                 |_, _| JoinKind::Trace,
                 self.config.buffered_share,
+                self.config.clocks,
             );
             if !res.hops.is_empty() {
                 for s in &self.sinks {
@@ -302,7 +307,12 @@ impl Correlator {
                 JoinKind::Fingerprint
             }
         };
-        let res = resolve(&g.records, how, self.config.buffered_share);
+        let res = resolve(
+            &g.records,
+            how,
+            self.config.buffered_share,
+            self.config.clocks,
+        );
         for s in &self.sinks {
             s.resolved(&res);
         }
@@ -312,13 +322,17 @@ impl Correlator {
         let Some(fp) = r.fingerprint else {
             return Match::None;
         };
+        let overlap = |c: &TapRecord| match self.config.clocks {
+            Clocks::Shared => c.t0 <= r.end() && r.t0 <= c.end(),
+            // Wall clocks of different machines: the window is the bound.
+            Clocks::PerTap => true,
+        };
         let fits = |c: &TapRecord| {
             c.fingerprint == Some(fp)
                 && c.tap != r.tap
                 && c.t0.max(r.t0).saturating_duration_since(c.t0.min(r.t0))
                     <= self.config.fingerprint_window
-                && c.t0 <= r.end()
-                && r.t0 <= c.end()
+                && overlap(c)
         };
         let mut found: Option<Match> = None;
         for (k, g) in &st.groups {

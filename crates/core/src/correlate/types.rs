@@ -50,6 +50,19 @@ impl TapRecord {
     }
 }
 
+/// Whose clock a group's instants come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Clocks {
+    /// One monotonic clock for every tap (one process): instants of
+    /// different taps can be compared.
+    #[default]
+    Shared,
+    /// Each tap's own clock (taps on different machines, joined from their
+    /// spans): only durations measured at one tap are comparable; wall
+    /// times group records but order nothing.
+    PerTap,
+}
+
 /// How two records were found to be the same request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum JoinKind {
@@ -67,13 +80,18 @@ pub struct PairAttribution {
     pub request_id: Option<Arc<str>>,
     pub inner_request_id: Option<Arc<str>>,
     pub joined_by: JoinKind,
-    /// Outer request received → inner request received.
-    pub request_path: f64,
+    /// Outer request received → inner request received (needs one clock:
+    /// `None` when the taps' clocks are their own, see `Clocks`).
+    pub request_path: Option<f64>,
     pub ttfb: Option<f64>,
     pub ttft: Option<f64>,
     pub e2e: f64,
-    /// k-th token event at the outer tap minus the k-th at the inner tap.
+    /// k-th token event at the outer tap minus the k-th at the inner tap
+    /// (needs one clock: empty when the taps' clocks are their own).
     pub relay_delays: Vec<f64>,
+    /// For k ≥ 1: how much later the k-th token event came after the first
+    /// at the outer tap than at the inner — each side on its own clock.
+    pub relay_after_first: Vec<f64>,
     /// |outer gap − inner gap| for each gap both sides have.
     pub added_jitter: Vec<f64>,
     /// Share of the inner stream's token events that had passed the inner

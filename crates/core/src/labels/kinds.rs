@@ -69,7 +69,7 @@ kinds! {
     Quantile: crate::labels::Percentile = enum, " (each present only when the window has enough samples: n·(1−q) ≥ 10, so p99 needs 1,000 and p999 10,000; `quantile` is reserved for summaries)";
     Stat: crate::labels::Stat = enum;
     InputKind: crate::labels::InputKind = enum;
-    Tenant: std::sync::Arc<str> = "the window's top `analysis.top_tenants` tenants by requests (configured header value, capped at 64 printable characters, or `k-` + 12 hex digits of the API key's hash), then `other`; `none` for requests without one";
+    Tenant: std::sync::Arc<str> = "the configured header's value (capped at 64 printable characters) or `k-` + 12 hex digits of the API key's hash; window gauges: the window's top `analysis.top_tenants` tenants by requests, then `other`; tenant counters and histograms: the first `analysis.max_tenants` distinct tenants of the process (default 20, so that instances agree), then `other`; `none` for requests without one";
     Bucket: crate::labels::ContextBucket = enum, " (input tokens)";
     Prefix: crate::labels::PrefixSize = enum, " (prompt characters)";
     Cache: crate::labels::CacheResult = enum;
@@ -79,4 +79,7 @@ kinds! {
     ReloadResult: crate::labels::ReloadResult = enum, " (config reloads)";
     RejectReason: crate::limits::RejectReason = enum, " (refusals)";
     InjectResult: crate::inject::InjectResult = enum, " (usage injection)";
+    JoinExportResult: crate::labels::JoinExportResult = enum, " (`tokentap join`: OTLP exports)";
+    JoinSpanResult: crate::labels::JoinSpanResult = enum, " (`tokentap join`: spans)";
+    SloResult: crate::labels::SloResult = enum;
 }

@@ -1,6 +1,8 @@
-//! Bounded label values.
+//! Bounded label values from untrusted input: the first N distinct values
+//! of a label get their own series, the rest are `other`.
 //!
-//! Owns: the `model` label policy. A model name comes from an untrusted
+//! Owns: the `model` label policy (and the same policy for `tenant`, whose
+//! absent value is `none`). A model name comes from an untrusted
 //! request body, so it gets its own series only if it is a sane label value
 //! (≤ 128 bytes, no control characters) and one of the first `max` distinct
 //! values seen; everything else becomes `other` and is counted in
@@ -32,10 +34,16 @@ pub struct ModelLabel {
 
 impl ModelLabels {
     pub fn new(max: usize) -> Self {
+        ModelLabels::with_absent(max, UNKNOWN)
+    }
+
+    /// The same policy, with `absent` as the value of a missing input
+    /// (`none` for tenants).
+    pub fn with_absent(max: usize, absent: &str) -> Self {
         ModelLabels {
             max,
             seen: RwLock::new(HashSet::new()),
-            unknown: Arc::from(UNKNOWN),
+            unknown: Arc::from(absent),
             other: Arc::from(OTHER),
         }
     }
@@ -51,7 +59,7 @@ impl ModelLabels {
         if raw.len() > MAX_LABEL_BYTES
             || raw.chars().any(char::is_control)
             || raw == OTHER
-            || raw == UNKNOWN
+            || raw == &*self.unknown
         {
             return self.overflow();
         }

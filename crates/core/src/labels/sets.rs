@@ -194,3 +194,23 @@ impl TapLabels {
         }
     }
 }
+
+label_set! {
+    /// The joiner's OTLP exports, by result.
+    pub struct JoinExport { result: JoinExportResult }
+}
+
+label_set! {
+    /// The joiner's spans, by result.
+    pub struct JoinSpan { result: JoinSpanResult }
+}
+
+label_set! {
+    /// A tap's requests by tenant (mergeable across instances).
+    pub struct TenantRequests { tap: Tap, boundary: Boundary, tenant: Tenant }
+}
+
+label_set! {
+    /// A tap's requests judged against the SLOs.
+    pub struct SloJudged { tap: Tap, boundary: Boundary, result: SloResult }
+}

@@ -17,6 +17,7 @@ label_enum! {
     /// The label whose values overflowed into `other`.
     pub enum LabelName {
         Model = "model",
+        Tenant = "tenant",
     }
 }
 
@@ -120,5 +121,38 @@ label_enum! {
         Applied = "applied",
         Unchanged = "unchanged",
         Rejected = "rejected",
+    }
+}
+
+label_enum! {
+    /// What `tokentap join` did with one OTLP trace export.
+    pub enum JoinExportResult {
+        Ok = "ok",
+        /// Does not decode as OTLP (answered 400).
+        Malformed = "malformed",
+        /// Over `receiver.max_body_bytes`, before or after inflating (413).
+        TooLarge = "too_large",
+        /// Neither protobuf nor JSON, or not gzip (415).
+        Unsupported = "unsupported",
+    }
+}
+
+label_enum! {
+    /// What `tokentap join` did with one span of an export.
+    pub enum JoinSpanResult {
+        /// A tap's span: its record went to the correlator.
+        Joined = "joined",
+        /// Another service's span (no tokentap attributes): ignored.
+        Foreign = "foreign",
+        /// tokentap's, with a value out of range: ignored.
+        Malformed = "malformed",
+    }
+}
+
+label_enum! {
+    /// Whether a request met every configured SLO.
+    pub enum SloResult {
+        Met = "met",
+        Missed = "missed",
     }
 }

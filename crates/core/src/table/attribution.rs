@@ -17,7 +17,7 @@ pub const BOUNDARY_OVERHEAD: Metric<Overhead> = Metric::new(Spec {
     buckets: OVERHEAD_BUCKETS,
     start: "`request_path`: the outer tap has the request headers; `ttfb`/`ttft`/`e2e`: the inner tap's TTFB/TTFT/E2E",
     end: "`request_path`: the inner tap has them; otherwise the outer tap's TTFB/TTFT/E2E (each from its own request receipt)",
-    observed: "each joined pair (ttfb/ttft when both taps have one); a negative difference (the layer answered without waiting for the inner side) is observed as 0",
+    observed: "each joined pair (ttfb/ttft when both taps have one); a negative difference (the layer answered without waiting for the inner side) is observed as 0. `tokentap join` (taps on different machines, each on its own clock) observes ttfb, ttft and e2e, not request_path (a difference of two taps' start times needs one clock)",
     tests: &[Test::GuardrailOverhead, Test::Ttft],
 });
 
@@ -30,7 +30,20 @@ pub const RELAY_DELAY: Metric<Pair> = Metric::new(Spec {
     buckets: OVERHEAD_BUCKETS,
     start: "the inner tap sees token event k",
     end: "the outer tap sees token event k",
-    observed: "every k both taps saw (up to `correlation.max_events` per request), for each joined pair; negative as 0",
+    observed: "every k both taps saw (up to `correlation.max_events` per request), for each joined pair of one process (not in `tokentap join`: it needs one clock); negative as 0",
+    tests: &[Test::GuardrailOverhead, Test::ItlDistribution],
+});
+
+pub const RELAY_AFTER_FIRST: Metric<Pair> = Metric::new(Spec {
+    name: "tokentap_relay_delay_after_first_token_seconds",
+    otel_name: "tokentap.relay.delay_after_first_token",
+    kind: Kind::Histogram,
+    unit: Unit::Seconds,
+    help: "Per token-bearing event after the first: how much later, after its own first token event, the outer tap saw the k-th event than the inner tap did after its first. Each side is a duration on one tap's clock, so this holds across machines (tokentap join); tokentap_relay_delay_seconds needs one clock.",
+    buckets: OVERHEAD_BUCKETS,
+    start: "the inner tap: its first token event to its k-th",
+    end: "the outer tap: its first token event to its k-th (the difference is observed)",
+    observed: "every k ≥ 1 both taps saw (up to `correlation.max_events` per request), for each joined pair, in a process and in `tokentap join`; negative as 0",
     tests: &[Test::GuardrailOverhead, Test::ItlDistribution],
 });
 
@@ -121,7 +134,7 @@ pub const GUARDRAIL_EXPOSED: Metric<GuardExposed> = Metric::new(Spec {
     buckets: OVERHEAD_BUCKETS,
     start: "—",
     end: "—",
-    observed: "each request (labelled with the tap of the layer that called the guardrails) with at least one call in that phase",
+    observed: "each request (labelled with the tap of the layer that called the guardrails) with at least one call in that phase. `tokentap join` observes it only for a single input call (its whole duration: it ran before the engine request); overlapping calls and output calls need one clock",
     tests: &[Test::GuardrailOverhead],
 });
 

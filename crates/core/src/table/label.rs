@@ -45,6 +45,13 @@ pub enum Label {
     /// What usage injection did with a request (the same label name as
     /// `Result`, other values).
     InjectResult,
+    /// What the joiner did with an OTLP export (the same label name as
+    /// `Result`, other values).
+    JoinExportResult,
+    /// What the joiner did with a span (the same name, other values).
+    JoinSpanResult,
+    /// Whether a request met the SLOs (the same name, other values).
+    SloResult,
 }
 
 impl Label {
@@ -79,7 +86,12 @@ impl Label {
             Label::Cache => "tokentap.cache",
             Label::Figure => "tokentap.figure",
             Label::Engine => "tokentap.engine",
-            Label::ScrapeResult | Label::ReloadResult | Label::InjectResult => "tokentap.result",
+            Label::ScrapeResult
+            | Label::ReloadResult
+            | Label::InjectResult
+            | Label::JoinExportResult
+            | Label::JoinSpanResult
+            | Label::SloResult => "tokentap.result",
         }
     }
 
@@ -101,9 +113,13 @@ impl Label {
             Label::Phase | Label::GuardPhase => "phase",
             Label::Hop => "hop",
             Label::Verdict => "verdict",
-            Label::Result | Label::ScrapeResult | Label::ReloadResult | Label::InjectResult => {
-                "result"
-            }
+            Label::Result
+            | Label::ScrapeResult
+            | Label::ReloadResult
+            | Label::InjectResult
+            | Label::JoinExportResult
+            | Label::JoinSpanResult
+            | Label::SloResult => "result",
             Label::Signal => "signal",
             Label::Quantile => "percentile",
             Label::Stat => "stat",

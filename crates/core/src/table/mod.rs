@@ -8,12 +8,16 @@
 //! else names a metric.
 
 mod attribution;
+mod fleet;
+mod join;
 mod label;
 mod process;
 mod request;
 mod window;
 
 pub use attribution::*;
+pub use fleet::*;
+pub use join::*;
 pub use label::Label;
 pub use process::*;
 pub use request::*;
@@ -238,6 +242,7 @@ pub const ALL: &[&MetricDef] = &[
     &BUILD_INFO.def,
     &BOUNDARY_OVERHEAD.def,
     &RELAY_DELAY.def,
+    &RELAY_AFTER_FIRST.def,
     &ADDED_JITTER.def,
     &STREAM_BUFFERED.def,
     &BUFFERED_SHARE.def,
@@ -288,6 +293,11 @@ pub const ALL: &[&MetricDef] = &[
     &REJECTED.def,
     &CONNECTIONS_OPEN.def,
     &SHUTDOWN_CUT.def,
+    &TENANT_REQUESTS.def,
+    &TENANT_TTFT.def,
+    &SLO_REQUESTS.def,
+    &JOIN_EXPORTS.def,
+    &JOIN_SPANS.def,
     &USAGE_INJECTION.def,
 ];
 

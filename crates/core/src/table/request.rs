@@ -5,7 +5,7 @@
 use super::*;
 use crate::labels::*;
 
-const REQUEST_START: &str = "the tap has the request headers (pingora `new_ctx`)";
+pub(super) const REQUEST_START: &str = "the tap has the request headers (pingora `new_ctx`)";
 
 pub const TTFT: Metric<PerModel> = Metric::new(Spec {
     name: "gen_ai_server_time_to_first_token_seconds",

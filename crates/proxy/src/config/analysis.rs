@@ -28,6 +28,10 @@ pub struct AnalysisFile {
     pub tenant: TenantFile,
     #[serde(default = "ten")]
     pub top_tenants: usize,
+    /// Tenants with their own series in the mergeable tenant counters (the
+    /// first this many distinct ones of the process; then `other`).
+    #[serde(default = "twenty")]
+    pub max_tenants: usize,
     #[serde(default = "three")]
     pub fairness_min_requests: usize,
     #[serde(default = "sixty_usize")]
@@ -50,6 +54,7 @@ impl Default for AnalysisFile {
             stall: StallFile::default(),
             tenant: TenantFile::default(),
             top_tenants: ten(),
+            max_tenants: twenty(),
             fairness_min_requests: three(),
             history_windows: sixty_usize(),
             max_window_samples: twenty_thousand(),
@@ -142,6 +147,9 @@ fn three() -> usize {
 fn four() -> usize {
     4
 }
+fn twenty() -> usize {
+    20
+}
 fn ten() -> usize {
     10
 }
@@ -179,6 +187,8 @@ pub struct EngineConfig {
 pub struct AnalysisConfig {
     pub settings: AnalysisSettings,
     pub engines: Vec<EngineConfig>,
+    /// Distinct tenants with their own series in the tenant counters.
+    pub max_tenants: usize,
 }
 
 /// A validated record log.
@@ -243,6 +253,9 @@ pub fn analysis(a: &AnalysisFile) -> Result<Option<AnalysisConfig>, ConfigError>
     if a.top_tenants == 0 || a.top_tenants > 1_000 {
         return Err(err("analysis.top_tenants", "must be in 1..=1000"));
     }
+    if a.max_tenants == 0 || a.max_tenants > 1_000 {
+        return Err(err("analysis.max_tenants", "must be in 1..=1000"));
+    }
     let mut engines = Vec::new();
     for (i, e) in a.engines.iter().enumerate() {
         engines.push(engine(&format!("analysis.engines[{i}]"), e)?);
@@ -268,7 +281,11 @@ pub fn analysis(a: &AnalysisFile) -> Result<Option<AnalysisConfig>, ConfigError>
         history_windows: a.history_windows,
         max_window_samples: a.max_window_samples,
     };
-    Ok(a.enabled.then_some(AnalysisConfig { settings, engines }))
+    Ok(a.enabled.then_some(AnalysisConfig {
+        settings,
+        engines,
+        max_tenants: a.max_tenants,
+    }))
 }
 
 fn engine(key: &str, e: &EngineFile) -> Result<EngineConfig, ConfigError> {

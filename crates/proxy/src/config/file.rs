@@ -64,6 +64,15 @@ pub struct OtlpFile {
     pub span_events: bool,
     #[serde(default = "span_events_default")]
     pub max_span_events: usize,
+    /// The first token events' times carried in each span (an int array,
+    /// µs from the request start) for `tokentap join`'s relay delay and
+    /// added jitter; 0: none.
+    #[serde(default = "span_token_offsets_default")]
+    pub span_token_offsets: usize,
+}
+
+fn span_token_offsets_default() -> usize {
+    64
 }
 
 fn queue_default() -> usize {

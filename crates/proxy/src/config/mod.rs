@@ -9,8 +9,8 @@
 
 pub mod analysis;
 pub mod file;
-mod sections;
-mod tap;
+pub(crate) mod sections;
+pub(crate) mod tap;
 
 use crate::otlp::OtlpConfig;
 use file::FileConfig;

@@ -5,9 +5,9 @@ use super::file::{CorrelationFile, OtlpFile};
 use super::{err, interpolate, ConfigError};
 use crate::otlp::OtlpConfig;
 use std::time::Duration;
-use tokentap_core::correlate::CorrelationConfig;
+use tokentap_core::correlate::{Clocks, CorrelationConfig};
 
-pub(super) fn correlation(
+pub(crate) fn correlation(
     c: &CorrelationFile,
     taps: usize,
 ) -> Result<Option<CorrelationConfig>, ConfigError> {
@@ -46,11 +46,12 @@ pub(super) fn correlation(
         )?,
         max_events: c.max_events,
         buffered_share: c.buffered_share,
+        clocks: Clocks::Shared,
     };
     Ok(c.enabled.unwrap_or(taps >= 2).then_some(cfg))
 }
 
-pub(super) fn otlp(o: Option<&OtlpFile>) -> Result<Option<OtlpConfig>, ConfigError> {
+pub(crate) fn otlp(o: Option<&OtlpFile>) -> Result<Option<OtlpConfig>, ConfigError> {
     let env_timeout = std::env::var("OTEL_EXPORTER_OTLP_TIMEOUT").is_ok();
     let mut cfg = OtlpConfig {
         timeout: (!env_timeout).then_some(Duration::from_secs(3)),
@@ -117,5 +118,9 @@ pub(super) fn otlp(o: Option<&OtlpFile>) -> Result<Option<OtlpConfig>, ConfigErr
         return Err(err("otlp.max_span_events", "must be at most 65536"));
     }
     cfg.max_span_events = o.max_span_events;
+    if o.span_token_offsets > 4096 {
+        return Err(err("otlp.span_token_offsets", "must be at most 4096"));
+    }
+    cfg.span_token_offsets = o.span_token_offsets;
     Ok(cfg.with_env_switches())
 }

@@ -134,7 +134,7 @@ pub(super) fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapCon
 }
 
 /// `ip:port`, or `host:port` resolved now.
-pub(super) fn listen_addr(key: &str, s: &str) -> Result<SocketAddr, ConfigError> {
+pub(crate) fn listen_addr(key: &str, s: &str) -> Result<SocketAddr, ConfigError> {
     if let Ok(a) = s.parse::<SocketAddr>() {
         return Ok(a);
     }

@@ -37,7 +37,7 @@ impl AttributionSink for CorrelationMetrics {
         for pair in &r.pairs {
             let (outer, inner) = (pair.outer.clone(), pair.inner.clone());
             let phases = [
-                (OverheadPhase::RequestPath, Some(pair.request_path)),
+                (OverheadPhase::RequestPath, pair.request_path),
                 (OverheadPhase::Ttfb, pair.ttfb),
                 (OverheadPhase::Ttft, pair.ttft),
                 (OverheadPhase::E2e, Some(pair.e2e)),
@@ -55,6 +55,9 @@ impl AttributionSink for CorrelationMetrics {
             let labels = Pair { outer, inner };
             for d in &pair.relay_delays {
                 m.observe(&table::RELAY_DELAY, &labels, non_negative(*d));
+            }
+            for d in &pair.relay_after_first {
+                m.observe(&table::RELAY_AFTER_FIRST, &labels, non_negative(*d));
             }
             for j in &pair.added_jitter {
                 m.observe(&table::ADDED_JITTER, &labels, *j);

@@ -17,6 +17,9 @@ pub mod window_gauges;
 pub use sink::{Offsets, TapSink, OFFSETS_RESERVED};
 pub use tokentap_core::labels::TapLabels;
 
+/// Tenants with their own series when `analysis.max_tenants` is not set.
+pub const DEFAULT_MAX_TENANTS: usize = 20;
+
 use opentelemetry::KeyValue;
 use otel::{Instrument, OtelMetrics};
 use prom::PromMetrics;
@@ -37,6 +40,8 @@ pub struct Metrics {
     /// Present when OTLP metrics are on.
     pub otel: Option<OtelMetrics>,
     pub models: ModelLabels,
+    /// The first-N tenants of the mergeable tenant series.
+    pub tenants: ModelLabels,
 }
 
 /// A tap's in-flight gauge in both exports (resolved once per tap).
@@ -71,6 +76,7 @@ impl Metrics {
             prom: PromMetrics::new()?,
             otel: None,
             models: ModelLabels::new(max_models),
+            tenants: ModelLabels::with_absent(DEFAULT_MAX_TENANTS, "none"),
         };
         m.touch(
             &table::LABEL_OVERFLOW,
@@ -79,6 +85,24 @@ impl Metrics {
             },
         );
         Ok(m)
+    }
+
+    /// Tenants get their own series up to this many (`analysis.max_tenants`).
+    pub fn with_max_tenants(mut self, max: usize) -> Self {
+        self.tenants = ModelLabels::with_absent(max, "none");
+        self
+    }
+
+    /// The tenant label of a request (counting an overflow once).
+    pub fn tenant_label(&self, raw: Option<&str>) -> ModelLabel {
+        let label = self.tenants.label(raw);
+        if label.overflowed {
+            let labels = Overflow {
+                label: LabelName::Tenant,
+            };
+            self.add(&table::LABEL_OVERFLOW, &labels, 1);
+        }
+        label
     }
 
     /// Also records into OpenTelemetry instruments.

@@ -57,6 +57,8 @@ pub struct OtlpConfig {
     pub service_name: Option<String>,
     pub span_events: bool,
     pub max_span_events: usize,
+    /// Token-event offsets carried as a span attribute (for the joiner).
+    pub span_token_offsets: usize,
 }
 
 impl std::fmt::Debug for OtlpConfig {
@@ -76,6 +78,7 @@ impl std::fmt::Debug for OtlpConfig {
             .field("service_name", &self.service_name)
             .field("span_events", &self.span_events)
             .field("max_span_events", &self.max_span_events)
+            .field("span_token_offsets", &self.span_token_offsets)
             .finish()
     }
 }
@@ -95,6 +98,7 @@ impl Default for OtlpConfig {
             service_name: None,
             span_events: false,
             max_span_events: 128,
+            span_token_offsets: 64,
         }
     }
 }
@@ -231,6 +235,7 @@ impl Otlp {
                 queue: cfg.queue_spans,
                 batch: cfg.batch_spans,
                 events: cfg.span_events.then_some(cfg.max_span_events),
+                offsets: cfg.span_token_offsets,
                 providers,
                 exported: counter(prom, &table::OTLP_EXPORTED, Signal::Traces),
                 dropped: counter(prom, &table::OTLP_DROPPED, Signal::Traces),

@@ -31,6 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokentap_core::correlate::span::{self as span_keys, key};
 use tokentap_core::record::{Outcome, RequestRecord};
 
 /// How often a partial batch is exported.
@@ -43,6 +44,8 @@ pub struct SpanOptions {
     pub batch: usize,
     /// One span event per token-bearing event, up to this many.
     pub events: Option<usize>,
+    /// The first token events' offsets carried as one attribute.
+    pub offsets: usize,
     pub providers: HashMap<Arc<str>, Arc<str>>,
     pub exported: Option<IntCounter>,
     pub dropped: Option<IntCounter>,
@@ -53,6 +56,7 @@ pub struct SpanPipeline {
     stop: Arc<AtomicBool>,
     done: Mutex<Option<mpsc::Receiver<()>>>,
     events: Option<usize>,
+    offsets: usize,
     providers: HashMap<Arc<str>, Arc<str>>,
     dropped: Option<IntCounter>,
     scope: InstrumentationScope,
@@ -90,6 +94,7 @@ impl SpanPipeline {
             stop,
             done: Mutex::new(Some(done_rx)),
             events: o.events,
+            offsets: o.offsets,
             providers: o.providers,
             dropped: o.dropped,
             scope: InstrumentationScope::builder("tokentap")
@@ -102,11 +107,12 @@ impl SpanPipeline {
     pub fn record(
         &self,
         tap: &TapLabels,
+        hop: Option<&str>,
         model_label: &str,
         r: &RequestRecord,
         offsets: Option<&[u32]>,
     ) {
-        let Some(span) = self.span(tap, model_label, r, offsets) else {
+        let Some(span) = self.span(tap, hop, model_label, r, offsets) else {
             return;
         };
         match self.tx.try_send(span) {
@@ -119,6 +125,7 @@ impl SpanPipeline {
     pub fn span(
         &self,
         tap: &TapLabels,
+        hop: Option<&str>,
         model_label: &str,
         r: &RequestRecord,
         offsets: Option<&[u32]>,
@@ -162,9 +169,17 @@ impl SpanPipeline {
         let mut attrs = vec![
             KeyValue::new("gen_ai.operation.name", op),
             KeyValue::new("gen_ai.request.stream", r.stream),
-            KeyValue::new("tokentap.tap", tap.tap.to_string()),
-            KeyValue::new("tokentap.boundary", tap.boundary.as_str()),
-            KeyValue::new("tokentap.outcome", r.outcome.as_str()),
+            KeyValue::new(key::TAP, tap.tap.to_string()),
+            KeyValue::new(key::BOUNDARY, tap.boundary.as_str()),
+            KeyValue::new(key::OUTCOME, r.outcome.as_str()),
+            KeyValue::new(
+                key::TRACE_SOURCE,
+                match (r.trace, r.trace_created) {
+                    (Some(_), true) => "created",
+                    (Some(_), false) => "header",
+                    (None, _) => "none",
+                },
+            ),
         ];
         let mut push = |k: &'static str, v: Option<Value>| {
             if let Some(v) = v {
@@ -200,27 +215,47 @@ impl SpanPipeline {
             r.finish_reason
                 .map(|f| Value::Array(Array::String(vec![StringValue::from(f.as_str())]))),
         );
-        push(
-            "gen_ai.response.time_to_first_chunk",
-            secs(r.time_to_first_event),
-        );
+        push(key::FIRST_EVENT, secs(r.time_to_first_event));
         push(
             "http.response.status_code",
             r.status.map(|s| Value::I64(i64::from(s))),
         );
-        push("tokentap.ttfb", secs(r.ttfb));
-        push("tokentap.ttft", secs(r.ttft));
+        push(key::TTFB, secs(r.ttfb));
+        push(key::TTFT, secs(r.ttft));
+        push(key::LAST_TOKEN, secs(r.last_token));
         push("tokentap.tpot", secs(r.tpot));
         push("tokentap.itl.max", secs(r.gaps.max));
-        push("tokentap.e2e", Some(Value::F64(r.e2e.as_secs_f64())));
+        push(key::E2E, Some(Value::F64(r.e2e.as_secs_f64())));
+        let label = |s: &'static str| Some(Value::String(s.into()));
         push(
-            "tokentap.output_tokens.source",
-            r.output_source.map(|s| Value::String(s.as_str().into())),
+            key::OUTPUT_SOURCE,
+            r.output_source.and_then(|s| label(s.as_str())),
         );
         push(
-            "tokentap.request_id",
+            key::INPUT_SOURCE,
+            r.input_source.and_then(|s| label(s.as_str())),
+        );
+        push(
+            key::REQUEST_ID,
             r.request_id.clone().map(|s| Value::String(s.into())),
         );
+        // What `tokentap join` needs to join and attribute elsewhere.
+        push(key::HOP, hop.map(|h| Value::String(h.to_string().into())));
+        push(
+            key::FINGERPRINT,
+            r.request
+                .fingerprint
+                .map(|f| Value::String(span_keys::fingerprint_hex(f).into())),
+        );
+        push(key::VERDICT, r.verdict.and_then(|v| label(v.as_str())));
+        push(key::EVENTS, int(Some(u64::from(r.token_events))));
+        if let (Some(offsets), n @ 1..) = (offsets, self.offsets) {
+            let us: Vec<i64> = offsets.iter().take(n).map(|u| i64::from(*u)).collect();
+            attrs.push(KeyValue::new(
+                key::EVENT_OFFSETS,
+                Value::Array(Array::I64(us)),
+            ));
+        }
         let failed = matches!(
             r.outcome,
             Outcome::UpstreamError | Outcome::UpstreamTruncated | Outcome::HttpError

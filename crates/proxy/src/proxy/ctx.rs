@@ -78,7 +78,7 @@ impl RequestCtx {
         );
         sink.keep_offsets(tap.event_cap());
         let meter = Meter::new(now, wall, settings.config.limits)
-            .with_fingerprint(tap.correlator.is_some())
+            .with_fingerprint(tap.fingerprint)
             .with_prefixes(tap.analysis.on())
             .with_verdict(settings.config.boundary == Boundary::Guardrail)
             .with_dialect(settings.config.dialect)

@@ -54,6 +54,9 @@ pub struct Tap {
     pub correlator: Option<Arc<Correlator>>,
     /// Where a finished request goes, in order (`sinks::for_tap`).
     sinks: Vec<Arc<dyn RecordSink>>,
+    /// Requests are fingerprinted (a join needs it: this process's
+    /// correlator, or a joiner reading the spans).
+    pub fingerprint: bool,
     /// Token-event times kept per request (correlation, span events,
     /// analyses).
     event_cap: usize,
@@ -84,6 +87,8 @@ pub struct TapParts {
     pub observer: Option<Arc<dyn EventObserver>>,
     pub correlator: Option<Arc<Correlator>>,
     pub sinks: Vec<Arc<dyn RecordSink>>,
+    /// Fingerprint requests (correlation here, or spans for a joiner).
+    pub fingerprint: bool,
     /// Token events the span sink keeps per request (0: none).
     pub span_events: usize,
     pub analysis: TapAnalysis,
@@ -114,6 +119,7 @@ impl Tap {
             observer: parts.observer,
             correlator: parts.correlator,
             sinks: parts.sinks,
+            fingerprint: parts.fingerprint,
             event_cap,
             analysis: parts.analysis,
         }
@@ -223,6 +229,7 @@ mod tests {
             observer: None,
             correlator: None,
             sinks: Vec::new(),
+            fingerprint: false,
             span_events: 0,
             analysis: TapAnalysis::default(),
         };

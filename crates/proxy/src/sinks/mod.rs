@@ -15,7 +15,7 @@ mod analysis;
 mod correlator;
 
 pub use access::AccessLog;
-pub use analysis::AnalysisSink;
+pub use analysis::{AnalysisSink, FleetSeries};
 pub use correlator::CorrelatorSink;
 
 use crate::metrics::{Metrics, Offsets};
@@ -74,7 +74,11 @@ pub struct SpanSink(pub Arc<SpanPipeline>);
 impl RecordSink for SpanSink {
     fn finished(&self, f: &Finished<'_>) {
         let events = f.offsets.map(|o| o.micros.as_slice());
-        self.0.record(f.tap, &f.model.value, f.record, events);
+        let hop = match f.tap.boundary {
+            tokentap_core::tap::Boundary::Guardrail => f.settings.config.hop.as_deref(),
+            _ => None,
+        };
+        self.0.record(f.tap, hop, &f.model.value, f.record, events);
     }
 }
 

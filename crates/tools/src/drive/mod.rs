@@ -103,6 +103,9 @@ pub struct DriveArgs {
     /// Also write the summary as JSON to this file.
     #[arg(long)]
     pub summary_json: Option<PathBuf>,
+    /// Each request's `x-request-id` is this prefix and its number.
+    #[arg(long, default_value = "drive-")]
+    pub request_id_prefix: String,
 }
 
 impl DriveArgs {
@@ -126,6 +129,7 @@ impl DriveArgs {
             max_context: 32_768,
             request_timeout: Duration::from_secs(300),
             summary_json: None,
+            request_id_prefix: "drive-".into(),
         }
     }
 
@@ -212,6 +216,7 @@ pub async fn drive_until(
             target,
             model: args.model.clone(),
             headers: args.headers.clone(),
+            id_prefix: args.request_id_prefix.clone(),
             timeout: args.request_timeout,
             started,
         },

@@ -111,6 +111,8 @@ pub struct Shared {
     pub model: String,
     /// Extra headers (`--header`), lower-cased names.
     pub headers: Vec<(String, String)>,
+    /// Each request's `x-request-id`: this and its number.
+    pub id_prefix: String,
     pub timeout: Duration,
     pub started: Instant,
 }
@@ -150,7 +152,7 @@ pub async fn send(
     n: u64,
     step: Option<usize>,
 ) -> RequestResult {
-    let id = format!("drive-{n}");
+    let id = format!("{}{n}", shared.id_prefix);
     let auth = format!("Bearer tenant-{}-key", planned.tenant);
     let has = |name: &str| shared.headers.iter().any(|(k, _)| k == name);
     let mut headers: Vec<(&str, &str)> = vec![("content-type", "application/json")];

@@ -48,6 +48,7 @@ const CFG: CorrelationConfig = CorrelationConfig {
     fingerprint_window: Duration::from_secs(5),
     max_events: 64,
     buffered_share: 0.9,
+    clocks: Clocks::Shared,
 };
 
 fn ms(n: u64) -> Duration {

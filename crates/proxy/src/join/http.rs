@@ -1,0 +1,118 @@
+//! OTLP/HTTP for the joiner: `POST /v1/traces` with a protobuf or JSON
+//! body, gzip or not. Answers as the OTLP/HTTP spec asks: 200 with an
+//! (empty) `ExportTraceServiceResponse` in the request's encoding; 400 for
+//! a body that does not decode, 413 over the size cap, 415 for another
+//! media type or content encoding, 404/405 for other paths and methods.
+
+use super::receiver::{Encoding, Receiver, Refused};
+use async_trait::async_trait;
+use http::{Method, Response, StatusCode};
+use pingora::apps::http_app::ServeHttp;
+use pingora::protocols::http::ServerSession;
+use std::sync::Arc;
+
+pub struct OtlpHttpApp(pub Arc<Receiver>);
+
+fn respond(status: StatusCode, ctype: &str, body: Vec<u8>) -> Response<Vec<u8>> {
+    let len = body.len();
+    let mut resp = Response::new(body);
+    *resp.status_mut() = status;
+    if let (Ok(ct), Ok(cl)) = (ctype.parse(), len.to_string().parse()) {
+        resp.headers_mut().insert(http::header::CONTENT_TYPE, ct);
+        resp.headers_mut().insert(http::header::CONTENT_LENGTH, cl);
+    }
+    resp
+}
+
+/// The request's encodings: media type and whether the body is gzip.
+fn encodings(h: &http::HeaderMap) -> Result<(Encoding, bool), Refused> {
+    let get = |n: &str| {
+        h.get(n)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.trim().to_ascii_lowercase())
+    };
+    let media = get("content-type").unwrap_or_default();
+    let essence = media
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    let encoding = match essence.as_str() {
+        "application/x-protobuf" | "application/protobuf" => Encoding::Protobuf,
+        "application/json" => Encoding::Json,
+        _ => return Err(Refused::Unsupported),
+    };
+    let gzip = match get("content-encoding").as_deref() {
+        None | Some("") | Some("identity") => false,
+        Some("gzip") => true,
+        Some(_) => return Err(Refused::Unsupported),
+    };
+    Ok((encoding, gzip))
+}
+
+impl OtlpHttpApp {
+    /// Reads the body up to one byte over the cap.
+    async fn body(&self, session: &mut ServerSession) -> Result<Vec<u8>, Refused> {
+        let cap = self.0.max_body_bytes();
+        let mut body = Vec::new();
+        loop {
+            match session.read_request_body().await {
+                Ok(Some(piece)) => {
+                    if body.len() + piece.len() > cap {
+                        return Err(Refused::TooLarge);
+                    }
+                    body.extend_from_slice(&piece);
+                }
+                Ok(None) => return Ok(body),
+                Err(_) => return Err(Refused::Malformed),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ServeHttp for OtlpHttpApp {
+    async fn response(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+        let req = session.req_header();
+        if req.uri.path() != "/v1/traces" {
+            return respond(StatusCode::NOT_FOUND, "text/plain", b"not found\n".to_vec());
+        }
+        if req.method != Method::POST {
+            return respond(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "text/plain",
+                b"POST only\n".to_vec(),
+            );
+        }
+        let framing = encodings(&req.headers);
+        let result = match framing {
+            Err(why) => Err(self.0.refused(why)),
+            Ok((encoding, gzip)) => match self.body(session).await {
+                Ok(body) => self.0.http(&body, encoding, gzip),
+                Err(why) => Err(self.0.refused(why)),
+            },
+        };
+        match (result, framing) {
+            (Ok(_), Ok((Encoding::Json, _))) => {
+                respond(StatusCode::OK, "application/json", b"{}".to_vec())
+            }
+            (Ok(_), _) => respond(StatusCode::OK, "application/x-protobuf", Vec::new()),
+            (Err(Refused::Malformed), _) => respond(
+                StatusCode::BAD_REQUEST,
+                "text/plain",
+                b"not an OTLP trace export\n".to_vec(),
+            ),
+            (Err(Refused::TooLarge), _) => respond(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "text/plain",
+                b"over receiver.max_body_bytes\n".to_vec(),
+            ),
+            (Err(Refused::Unsupported), _) => respond(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "text/plain",
+                b"application/x-protobuf or application/json, gzip or identity\n".to_vec(),
+            ),
+        }
+    }
+}
