@@ -294,3 +294,141 @@ async fn malformed_oversized_and_foreign_exports_are_refused_and_counted() {
         assert!(scrape.contains(needle), "missing `{needle}`:\n{scrape}");
     }
 }
+
+/// One tokentap-looking span of its own trace (engine tap, 64 offsets).
+fn tap_span(i: u64) -> opentelemetry_proto::tonic::trace::v1::Span {
+    use opentelemetry_proto::tonic::common::v1::{
+        any_value::Value, AnyValue, ArrayValue, KeyValue,
+    };
+    let kv = |k: &str, v: Value| KeyValue {
+        key: k.into(),
+        value: Some(AnyValue { value: Some(v) }),
+    };
+    let mut trace_id = [0u8; 16];
+    trace_id[..8].copy_from_slice(&(i + 1).to_be_bytes());
+    let offsets = (0..64)
+        .map(|k| AnyValue {
+            value: Some(Value::IntValue(20_000 + k * 5_000)),
+        })
+        .collect();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    opentelemetry_proto::tonic::trace::v1::Span {
+        trace_id: trace_id.to_vec(),
+        span_id: (i + 1).to_be_bytes().to_vec(),
+        name: "chat m".into(),
+        start_time_unix_nano: now,
+        end_time_unix_nano: now + 400_000_000,
+        attributes: vec![
+            kv("tokentap.tap", Value::StringValue("engine".into())),
+            kv("tokentap.boundary", Value::StringValue("engine".into())),
+            kv("tokentap.outcome", Value::StringValue("ok".into())),
+            kv("tokentap.trace.source", Value::StringValue("header".into())),
+            kv(
+                "tokentap.request_id",
+                Value::StringValue(format!("open-{i}")),
+            ),
+            kv("tokentap.ttft", Value::DoubleValue(0.02)),
+            kv("tokentap.e2e", Value::DoubleValue(0.4)),
+            kv(
+                "tokentap.token_events.offsets_us",
+                Value::ArrayValue(ArrayValue { values: offsets }),
+            ),
+        ],
+        ..Default::default()
+    }
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_times_max_traces_of_open_traces_keep_memory_bounded_and_count_evictions() {
+    use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+    use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans};
+    use prost::Message;
+    let _g = serial().await;
+    let (http, admin) = (free_addr(), free_addr());
+    let cfg = std::env::temp_dir().join(format!("tokentap-join-mem-{}.yaml", std::process::id()));
+    std::fs::write(
+        &cfg,
+        format!("receiver:\n  grpc_listen: 127.0.0.1:0\n  http_listen: {http}\nadmin:\n  listen: {admin}\ncorrelation:\n  settle_seconds: 300\n  max_age_seconds: 600\n  max_traces: 2000\n"),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tokentap"))
+        .args(["join", "-c"])
+        .arg(&cfg)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while client::send(admin, "GET", "/readyz", &[], b"")
+        .await
+        .map_or(true, |r| r.status != 200)
+    {
+        assert!(Instant::now() < deadline, "the joiner did not start");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let send = |from: u64, to: u64| async move {
+        for batch in (from..to).step_by(500) {
+            let spans = (batch..(batch + 500).min(to)).map(tap_span).collect();
+            let req = ExportTraceServiceRequest {
+                resource_spans: vec![ResourceSpans {
+                    scope_spans: vec![ScopeSpans {
+                        spans,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+            };
+            let r = client::send(
+                http,
+                "POST",
+                "/v1/traces",
+                &[("content-type", "application/x-protobuf")],
+                &req.encode_to_vec(),
+            )
+            .await
+            .unwrap();
+            assert_eq!(r.status, 200);
+        }
+    };
+    // Twice the cap (memory at its bound), then ten times.
+    send(0, 4_000).await;
+    let at_cap = rss_kib(child.id());
+    send(4_000, 20_000).await;
+    let at_ten = rss_kib(child.id());
+    let scrape = client::send(admin, "GET", "/metrics", &[], b"")
+        .await
+        .unwrap();
+    let scrape = String::from_utf8_lossy(&scrape.body).into_owned();
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&cfg);
+    let total = prom_totals(&scrape, "tokentap_correlation_total").0;
+    let evicted_only = scrape
+        .lines()
+        .find_map(|l| l.strip_prefix("tokentap_correlation_total{result=\"evicted\"} "))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    println!(
+        "20,000 open traces into a joiner holding 2,000: RSS {} KiB at 2x the cap, {} KiB at 10x; {evicted_only} records evicted (of {total} counted)",
+        at_cap, at_ten
+    );
+    assert_eq!(
+        evicted_only, 18_000.0,
+        "every record beyond the cap is evicted and counted"
+    );
+    assert!(
+        at_ten <= at_cap + 8 * 1024,
+        "RSS grew from {at_cap} KiB to {at_ten} KiB past the cap"
+    );
+}

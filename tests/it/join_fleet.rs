@@ -111,7 +111,10 @@ fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
     p.display().to_string()
 }
 
+/// A tap's config: spans to the relay, and a record log in `dir`.
+#[allow(clippy::too_many_arguments)]
 fn tap(
+    dir: &std::path::Path,
     name: &str,
     boundary: &str,
     listen: std::net::SocketAddr,
@@ -120,8 +123,10 @@ fn tap(
     otlp: std::net::SocketAddr,
     extra: &str,
 ) -> String {
+    let log = dir.join(format!("{name}.jsonl"));
     format!(
-        "admin:\n  listen: {admin}\notlp:\n  endpoint: http://{otlp}\n  metrics: false\n  timeout_seconds: 2\ntaps:\n  - name: {name}\n    boundary: {boundary}\n    listen: {listen}\n    upstream: http://{up}\n{extra}"
+        "admin:\n  listen: {admin}\notlp:\n  endpoint: http://{otlp}\n  metrics: false\n  timeout_seconds: 2\ntaps:\n  - name: {name}\n    boundary: {boundary}\n    listen: {listen}\n    upstream: http://{up}\n    record_log:\n      path: {}\n{extra}",
+        log.display()
     )
 }
 
@@ -177,6 +182,23 @@ fn figures(rs: &[Resolution]) -> Figures {
         f.own.push(p.ttft.unwrap_or(f64::NAN) - guard);
     }
     f
+}
+
+/// The pid of the tap process of host `h` (the order of `procs`).
+fn procs_pid(procs: &Procs, h: usize) -> String {
+    let i = match h {
+        3 => 2, // engine tap
+        4 => 3, // guard tap
+        _ => 5, // edge tap
+    };
+    procs.0[i].id().to_string()
+}
+
+fn all_calls(a: &Attributions, ids: &[String]) -> u64 {
+    resolutions(a, ids)
+        .iter()
+        .map(|r| r.hops.len() as u64)
+        .sum()
 }
 
 fn resolutions(a: &Attributions, ids: &[String]) -> Vec<Resolution> {
@@ -255,6 +277,7 @@ async fn taps_on_five_machines_are_attributed_by_joiners_as_in_one_process() {
         &dir,
         "edge.yaml",
         &tap(
+            &dir,
             "edge",
             "gateway",
             net.sock(edge, 8080),
@@ -268,6 +291,7 @@ async fn taps_on_five_machines_are_attributed_by_joiners_as_in_one_process() {
         &dir,
         "engine.yaml",
         &tap(
+            &dir,
             "engine",
             "engine",
             net.sock(engtap, 8080),
@@ -281,6 +305,7 @@ async fn taps_on_five_machines_are_attributed_by_joiners_as_in_one_process() {
         &dir,
         "guard.yaml",
         &tap(
+            &dir,
             "guard",
             "guardrail",
             net.sock(guard, 8080),
@@ -530,8 +555,52 @@ async fn taps_on_five_machines_are_attributed_by_joiners_as_in_one_process() {
         assert_eq!(c1, c2, "{family}: the namespace joiner's count");
         assert!((s1 - s2).abs() < 1e-6, "{family}: sums {s1} vs {s2}");
     }
+    // 6. `tokentap report` over the three machines' record logs joins them
+    // the same way (the same resolve, on the logs' own clocks).
+    for t in [edge, engtap, guard] {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &procs_pid(&procs, t)])
+            .status();
+    }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let out = dir.join("report");
+    let logs: Vec<String> = ["edge", "engine", "guard"]
+        .iter()
+        .map(|n| dir.join(format!("{n}.jsonl")).display().to_string())
+        .collect();
+    let status = std::process::Command::new(bin)
+        .args(["report", "-o", &out.display().to_string()])
+        .args(&logs)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let edge_tap = report["taps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["analysis"]["tap"] == "edge")
+        .unwrap();
+    let g = &edge_tap["analysis"]["guardrail"];
+    assert_eq!(g["status"], "measured", "{g}");
+    let report_ttft = g["ttft_overhead_ms"]["p50"].as_f64().unwrap();
+    let joiner_ttft = quantile(figures(&resolutions(&raw_got, &ids)).ttft, 0.5) * 1e3;
+    assert_eq!(
+        g["hops"][0]["calls"].as_u64(),
+        Some(all_calls(&raw_got, &ids)),
+        "{g}"
+    );
+    assert_eq!(
+        g["hops"][0]["input_phase_calls"], g["hops"][0]["calls"],
+        "{g}"
+    );
+    assert!(
+        (report_ttft - joiner_ttft).abs() <= 1.0,
+        "tokentap report's TTFT overhead p50 {report_ttft:.3} ms, the joiner's {joiner_ttft:.3} ms"
+    );
     println!(
-        "{N} requests, client → edge tap → gateway (+{PROCESSING_MS} ms, guardrail {GUARD_MS} ms) → engine tap → simulator, seven namespaces, joiner over OTLP/gRPC: every p50/p99 within {:.3} ms of one process; the gateway's TTFT overhead p50 {ttft:.2} ms (its record {ttft_truth:.2}), its own time without the guardrail {own:.2} ms (record {own_truth:.2}, configured {}), guardrail p50 {guard_p50:.2} ms (its record {guard_truth:.2}); ±500 ms clock offsets: identical; two joiners split by trace id: identical totals",
+        "{N} requests, client → edge tap → gateway (+{PROCESSING_MS} ms, guardrail {GUARD_MS} ms) → engine tap → simulator, seven namespaces, joiner over OTLP/gRPC: every p50/p99 within {:.3} ms of one process; the gateway's TTFT overhead p50 {ttft:.2} ms (its record {ttft_truth:.2}), its own time without the guardrail {own:.2} ms (record {own_truth:.2}, configured {}), guardrail p50 {guard_p50:.2} ms (its record {guard_truth:.2}); ±500 ms clock offsets: identical; two joiners split by trace id: identical totals; tokentap report over the three machines' logs: TTFT overhead p50 {report_ttft:.2} ms",
         worst * 1e3,
         PROCESSING_MS + RELAY_MS
     );

@@ -6,14 +6,22 @@
 //! boundary (gateway or compound) over the engine: TTFT and E2E as the
 //! outer tap saw them minus as the engine tap saw them.
 //!
-//! Live, the correlator (`crate::correlate`) attributes overhead per request
-//! as records arrive; this is the same question answered from samples, so a
-//! record log can be reported on later.
+//! The same attribution as live: each sample becomes the correlator's
+//! `TapRecord` and a trace's records go through `correlate::resolve` — on
+//! one clock when they come from one record log (one process), on the taps'
+//! own clocks when from several (machines: see docs/metrics.md, "One clock
+//! or many").
 
 use super::sample::Sample;
 use super::stats::Summary;
+use crate::correlate::resolve::resolve;
+use crate::correlate::{Clocks, JoinKind, Phase, TapRecord};
+use crate::record::{Outcome, Verdict};
+use crate::tap::Boundary;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HopStats {
@@ -42,8 +50,55 @@ pub struct GuardrailReport {
     pub e2e_overhead_ms: Summary,
 }
 
-fn is_outer(b: &str) -> bool {
-    b == "gateway" || b == "compound"
+fn ms(v: f64) -> Duration {
+    Duration::try_from_secs_f64(v / 1e3).unwrap_or_default()
+}
+
+/// A sample as the correlator's record, started at `t0`: token events at
+/// the TTFT, then after each gap.
+pub fn record_of(s: &Sample, t0: Instant) -> Option<TapRecord> {
+    let boundary = Boundary::from_label(&s.boundary)?;
+    let mut events = Vec::new();
+    if let Some(ttft) = s.ttft_ms {
+        let mut at = ttft;
+        events.push(at);
+        for g in &s.gaps_ms {
+            at += g;
+            events.push(at);
+        }
+    }
+    Some(TapRecord {
+        tap: Arc::from(s.tap.as_str()),
+        boundary,
+        hop: s.hop.as_deref().map(Arc::from),
+        trace: None,
+        fingerprint: None,
+        request_id: s.request_id.as_deref().map(Arc::from),
+        t0,
+        ttfb: s.ttfb_ms.map(ms),
+        ttft: s.ttft_ms.map(ms),
+        e2e: ms(s.e2e_ms),
+        events: events
+            .iter()
+            .map(|e| u32::try_from((e * 1e3).round() as u64).unwrap_or(u32::MAX))
+            .collect(),
+        events_truncated: s.gaps_truncated,
+        output_tokens: s.output_tokens,
+        outcome: Outcome::from_label(&s.outcome).unwrap_or(Outcome::Unmeasured),
+        verdict: s
+            .verdict
+            .as_deref()
+            .and_then(Verdict::from_label)
+            .unwrap_or(Verdict::Unknown),
+    })
+}
+
+fn rank(b: Boundary) -> u8 {
+    match b {
+        Boundary::Compound => 2,
+        Boundary::Gateway => 1,
+        _ => 0,
+    }
 }
 
 pub fn analyze(samples: &[&Sample]) -> GuardrailReport {
@@ -57,34 +112,42 @@ pub fn analyze(samples: &[&Sample]) -> GuardrailReport {
     let mut hops: BTreeMap<String, (HopStats, Vec<f64>)> = BTreeMap::new();
     let (mut per_req, mut inp, mut outp, mut ttft_o, mut e2e_o) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let base = Instant::now();
     for group in traces.values().filter(|g| g.len() >= 2) {
         r.joined_requests += 1;
-        let first = |pred: &dyn Fn(&str) -> bool| {
-            group
-                .iter()
-                .filter(|s| pred(&s.boundary))
-                .min_by(|a, b| a.start_unix_ms.total_cmp(&b.start_unix_ms))
-                .copied()
+        let first = group
+            .iter()
+            .map(|s| s.start_unix_ms)
+            .fold(f64::INFINITY, f64::min);
+        let records: Vec<TapRecord> = group
+            .iter()
+            .filter_map(|s| record_of(s, base + ms((s.start_unix_ms - first).max(0.0))))
+            .collect();
+        let one_log = group
+            .iter()
+            .all(|s| s.origin == group.first().map_or(0, |f| f.origin));
+        let clocks = if one_log {
+            Clocks::Shared
+        } else {
+            Clocks::PerTap
         };
-        let engine = first(&|b| b == "engine");
-        let outer = first(&is_outer);
+        let res = resolve(&records, |_, _| JoinKind::Trace, 0.9, clocks);
+        let boundary = |s: &Sample| Boundary::from_label(&s.boundary);
+        let outer = group
+            .iter()
+            .filter(|s| boundary(s).is_some_and(|b| rank(b) > 0))
+            .max_by_key(|s| boundary(s).map_or(0, rank));
+        let engine = group.iter().find(|s| boundary(s) == Some(Boundary::Engine));
         if let (Some(o), Some(e)) = (outer, engine) {
             if let (Some(ot), Some(et)) = (o.ttft_ms, e.ttft_ms) {
                 ttft_o.push(ot - et);
             }
             e2e_o.push(o.e2e_ms - e.e2e_ms);
         }
-        // Input phase: the call started before the engine saw the request
-        // (or, with no engine tap, before the outer tap's first token).
-        let split_at = engine
-            .map(|e| e.start_unix_ms)
-            .or_else(|| outer.map(|o| o.start_unix_ms + o.ttft_ms.unwrap_or(o.e2e_ms)));
-        let (mut total, mut ti, mut to, mut any) = (0.0, 0.0, 0.0, false);
-        for g in group.iter().filter(|s| s.boundary == "guardrail") {
-            any = true;
-            let input = split_at.is_none_or(|t| g.start_unix_ms < t);
-            let name = g.hop.clone().unwrap_or_else(|| g.tap.clone());
-            let (h, durations) = hops.entry(name.clone()).or_insert_with(|| {
+        let (mut total, mut ti, mut to) = (0.0, 0.0, 0.0);
+        for h in &res.hops {
+            let name = h.hop.to_string();
+            let (stats, durations) = hops.entry(name.clone()).or_insert_with(|| {
                 (
                     HopStats {
                         hop: name,
@@ -97,21 +160,27 @@ pub fn analyze(samples: &[&Sample]) -> GuardrailReport {
                     Vec::new(),
                 )
             });
-            h.calls += 1;
-            if input {
-                h.input_phase_calls += 1;
-                ti += g.e2e_ms;
-            } else {
-                h.output_phase_calls += 1;
-                to += g.e2e_ms;
+            let d = h.duration.as_secs_f64() * 1e3;
+            stats.calls += 1;
+            match h.phase {
+                Phase::Input => {
+                    stats.input_phase_calls += 1;
+                    ti += d;
+                }
+                Phase::Output => {
+                    stats.output_phase_calls += 1;
+                    to += d;
+                }
+                Phase::Unknown => {}
             }
-            *h.verdicts
-                .entry(g.verdict.clone().unwrap_or_else(|| "unknown".into()))
+            *stats
+                .verdicts
+                .entry(h.verdict.as_str().to_owned())
                 .or_default() += 1;
-            durations.push(g.e2e_ms);
-            total += g.e2e_ms;
+            durations.push(d);
+            total += d;
         }
-        if any {
+        if !res.hops.is_empty() {
             r.guarded_requests += 1;
             per_req.push(total);
             inp.push(ti);
@@ -176,5 +245,32 @@ mod tests {
         assert_eq!(r.output_phase_ms.mean, Some(25.0));
         assert_eq!(r.ttft_overhead_ms.mean, Some(50.0));
         assert_eq!(r.e2e_overhead_ms.mean, Some(80.0));
+    }
+
+    #[test]
+    fn logs_of_several_machines_are_joined_on_their_own_clocks() {
+        // The same request, each tap's log from its own machine, the
+        // engine's wall clock 500 ms behind: phases from durations alone.
+        let mut v = [
+            tap("gateway", None, 0.0, Some(150.0), 500.0),
+            tap("guardrail", Some("mod"), 1.0, None, 40.0),
+            tap("engine", None, 45.0 - 500.0, Some(100.0), 420.0),
+            tap("guardrail", Some("mod"), 470.0, None, 95.0),
+        ];
+        for (i, s) in v.iter_mut().enumerate() {
+            s.origin = i as u32;
+        }
+        let refs: Vec<&Sample> = v.iter().collect();
+        let r = analyze(&refs);
+        assert_eq!(r.hops[0].calls, 2);
+        assert_eq!(
+            r.hops[0].input_phase_calls, 1,
+            "40 ms fits in the 50 ms TTFT wait"
+        );
+        assert_eq!(
+            r.hops[0].output_phase_calls, 1,
+            "95 ms cannot have been before it"
+        );
+        assert_eq!(r.ttft_overhead_ms.mean, Some(50.0));
     }
 }

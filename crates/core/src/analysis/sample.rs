@@ -24,6 +24,10 @@ pub const MAX_GAPS: usize = 16_384;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     pub v: u32,
+    /// Which record log (process) the sample came from: samples of one
+    /// process share one clock (`tokentap report` numbers its files; live: 0).
+    #[serde(skip)]
+    pub origin: u32,
     pub tap: String,
     pub boundary: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -143,6 +147,7 @@ impl Sample {
             .collect();
         let kept_all = offsets_us.len() >= r.token_events as usize;
         Sample {
+            origin: 0,
             v: SCHEMA_VERSION,
             tap: tap.to_owned(),
             boundary: boundary.to_owned(),

@@ -15,7 +15,9 @@ use tokentap_core::analysis::{AnalysisSettings, Sample, Slo, TenantSource};
 /// `tokentap report` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReportArgs {
-    /// Record logs (JSONL) to analyse together (taps joined by trace id).
+    /// Record logs (JSONL) to analyse together: taps of the same name are
+    /// one tap (replicas on several machines), and requests are joined
+    /// across logs by trace id (each log's times on its own clock).
     #[arg(required = true)]
     pub records: Vec<PathBuf>,
     /// Directory for report.md, report.json and report.html.
@@ -81,10 +83,13 @@ impl ReportArgs {
 pub fn read(paths: &[PathBuf]) -> anyhow::Result<(Vec<Sample>, usize)> {
     let mut samples = Vec::new();
     let mut skipped = 0;
-    for p in paths {
+    for (i, p) in paths.iter().enumerate() {
         let text =
             std::fs::read_to_string(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
-        let (s, k) = read_jsonl(&text);
+        let (mut s, k) = read_jsonl(&text);
+        // One log is one process (one clock); several may be machines.
+        let origin = u32::try_from(i).unwrap_or(u32::MAX);
+        s.iter_mut().for_each(|s| s.origin = origin);
         samples.extend(s);
         skipped += k;
     }
