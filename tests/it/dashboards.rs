@@ -23,7 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tokentap_core::table::{self, Kind, MetricDef};
 
-fn repo() -> PathBuf {
+pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -479,10 +479,10 @@ fn the_compose_file_is_valid_and_references_only_files_that_exist() {
 
 /// Child processes killed (with their process groups) when dropped.
 #[derive(Default)]
-struct Procs(Vec<Child>);
+pub struct Procs(Vec<Child>);
 
 impl Procs {
-    fn spawn(&mut self, cmd: &mut Command) {
+    pub fn spawn(&mut self, cmd: &mut Command) {
         use std::os::unix::process::CommandExt;
         let child = cmd
             .process_group(0)
@@ -506,7 +506,7 @@ impl Drop for Procs {
     }
 }
 
-fn wait_listening(addr: SocketAddr, what: &str) {
+pub fn wait_listening(addr: SocketAddr, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
         assert!(Instant::now() < deadline, "{what} did not listen on {addr}");
@@ -515,14 +515,14 @@ fn wait_listening(addr: SocketAddr, what: &str) {
 }
 
 /// `GET path` on Prometheus's HTTP API → the JSON answer.
-async fn prom_get(prom: SocketAddr, path_and_query: &str) -> Value {
+pub async fn prom_get(prom: SocketAddr, path_and_query: &str) -> Value {
     let r = tokentap_net::client::send(prom, "GET", path_and_query, &[], b"")
         .await
         .unwrap();
     serde_json::from_slice(&r.body).unwrap_or(Value::Null)
 }
 
-fn enc(s: &str) -> String {
+pub fn enc(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 

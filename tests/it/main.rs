@@ -18,6 +18,7 @@ mod dashboards;
 mod dialects;
 mod failopen;
 mod failures;
+mod fleet_prometheus;
 mod forwarding;
 mod gateway;
 mod inject;
