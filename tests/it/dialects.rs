@@ -66,6 +66,17 @@ fn cases(stream: bool) -> Vec<(&'static str, &'static str, String, Dialect, Body
             },
         ),
         (
+            "gemini",
+            if stream {
+                "/v1beta/models/sim-model:streamGenerateContent?alt=sse"
+            } else {
+                "/v1beta/models/sim-model:generateContent"
+            },
+            r#"{"contents":[{"parts":[{"text":"Say hello"}],"role":"user"}],"generationConfig":{"maxOutputTokens":24}}"#.to_string(),
+            Dialect::Gemini,
+            p,
+        ),
+        (
             "tgi",
             if stream {
                 "/generate_stream"

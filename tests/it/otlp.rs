@@ -214,6 +214,8 @@ async fn otlp_metrics_equal_the_scrape_and_spans_follow_the_genai_conventions() 
         ("gen_ai.provider.name", "sim"),
         ("tokentap.outcome", "ok"),
         ("tokentap.boundary", "engine"),
+        ("tokentap.dialect", "openai"),
+        ("tokentap.dialect.source", "path"),
     ] {
         assert_eq!(string_attr(&first.attributes, k).as_deref(), Some(v), "{k}");
     }

@@ -198,7 +198,13 @@ where
             write_simple(wr, 200, "{\"status\":\"ok\"}").await?;
             return Ok(After::KeepAlive);
         }
-        ("POST", Operation::Chat | Operation::TextCompletion | Operation::Embeddings) => {}
+        (
+            "POST",
+            Operation::Chat
+            | Operation::TextCompletion
+            | Operation::Embeddings
+            | Operation::GenerateContent,
+        ) => {}
         ("POST", _) if path.ends_with("/moderations") => {
             return moderation(sim, req, received, rd, wr, buf).await;
         }
@@ -231,7 +237,9 @@ where
         .unwrap_or(false);
     let seq = sim.seq.fetch_add(1, Ordering::Relaxed);
     // Ollama streams unless told not to; TGI streams on its stream path.
-    let stream_default = dialect == Dialect::Ollama || path.ends_with("/generate_stream");
+    let stream_default = dialect == Dialect::Ollama
+        || path.ends_with("/generate_stream")
+        || path.ends_with(":streamGenerateContent");
     let mut spec = RequestSpec {
         operation,
         dialect,

@@ -109,9 +109,13 @@ pub struct Sample {
     #[serde(default)]
     pub verdict: Option<String>,
     /// The API dialect (`openai`, `responses`, `anthropic`, `ollama`,
-    /// `tgi`); absent in lines written before dialects existed.
+    /// `tgi`, `gemini`); absent in lines written before dialects existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dialect: Option<String>,
+    /// How the dialect was chosen: `path`, `content` (the response named
+    /// it) or `config`; absent for what is no LLM call and in older lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dialect_source: Option<String>,
     /// The engine's own prefill and decode times, when it reports them
     /// (Ollama's `prompt_eval_duration`, `eval_duration`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -194,6 +198,7 @@ impl Sample {
             request_id: r.request_id.clone(),
             verdict: r.verdict.map(|v| v.as_str().to_owned()),
             dialect: Some(r.dialect.as_str().to_owned()),
+            dialect_source: r.dialect_source.map(|s| s.as_str().to_owned()),
             engine_prefill_ms: r
                 .engine_timing
                 .and_then(|e| e.prefill_ns)

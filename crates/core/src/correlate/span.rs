@@ -42,6 +42,10 @@ pub mod key {
     pub const INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
     pub const INPUT_SOURCE: &str = "tokentap.input_tokens.source";
     pub const VERDICT: &str = "tokentap.guardrail.verdict";
+    /// The API dialect read (`openai`, `anthropic`, `gemini`, …).
+    pub const DIALECT: &str = "tokentap.dialect";
+    /// How it was chosen: `path`, `content`, `config`.
+    pub const DIALECT_SOURCE: &str = "tokentap.dialect.source";
 }
 
 /// Typed access to one span's attributes (the joiner implements it over

@@ -7,10 +7,13 @@
 //! SGLang, llama.cpp, TGI's Messages API), `/v1/responses` (OpenAI
 //! Responses), `/v1/messages` (Anthropic), `/api/chat` and `/api/generate`
 //! (Ollama, NDJSON), `/generate_stream` and `/generate` (TGI),
-//! `/v1/embeddings` (no stream).
+//! `…:streamGenerateContent` and `…:generateContent` (Gemini),
+//! `/v1/embeddings` (no stream). A path that names none is read in the
+//! dialect its response names (`detect`); `DialectSource` says which way
+//! a request's dialect was chosen.
 
 use super::event::{EventSummary, Malformed};
-use super::{anthropic, ollama, openai, responses, tgi, Operation};
+use super::{anthropic, gemini, ollama, openai, responses, tgi, Operation};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -26,6 +29,21 @@ pub enum Dialect {
     Ollama,
     /// Text Generation Inference's native API.
     Tgi,
+    /// Google's Gemini API (`generateContent`, Google AI and Vertex AI).
+    Gemini,
+}
+
+crate::labels::label_enum! {
+    /// How a request's dialect was chosen (record log, access log, span).
+    pub enum DialectSource {
+        /// The request path names it (`/v1/messages`, …).
+        Path = "path",
+        /// The path names none: the response's first event (or JSON body)
+        /// did (`decode::detect`).
+        Content = "content",
+        /// The tap's `dialect:` setting.
+        Config = "config",
+    }
 }
 
 impl Dialect {
@@ -36,6 +54,7 @@ impl Dialect {
             Dialect::Anthropic => "anthropic",
             Dialect::Ollama => "ollama",
             Dialect::Tgi => "tgi",
+            Dialect::Gemini => "gemini",
         }
     }
 
@@ -52,6 +71,7 @@ impl Dialect {
             Dialect::Anthropic => anthropic::classify_event(event, data),
             Dialect::Ollama => ollama::classify_line(data),
             Dialect::Tgi => tgi::classify_event(event, data),
+            Dialect::Gemini => gemini::classify_event(event, data),
         }
     }
 
@@ -63,6 +83,7 @@ impl Dialect {
             Dialect::Anthropic => anthropic::classify_json(body),
             Dialect::Ollama => ollama::classify_line(body),
             Dialect::Tgi => tgi::classify_json(body),
+            Dialect::Gemini => gemini::classify_json(body),
         }
     }
 }
@@ -92,6 +113,8 @@ pub fn route(path: &str) -> (Operation, Dialect) {
         (Operation::TextCompletion, Dialect::Ollama)
     } else if ends("/generate_stream") || path == "/generate" || ends("/tgi/generate") {
         (Operation::TextCompletion, Dialect::Tgi)
+    } else if ends(":streamGenerateContent") || ends(":generateContent") {
+        (Operation::GenerateContent, Dialect::Gemini)
     } else {
         (Operation::Other, Dialect::OpenAi)
     }
@@ -105,9 +128,25 @@ pub fn route_with(path: &str, forced: Option<Dialect>) -> (Operation, Dialect) {
     match forced {
         None => (op, dialect),
         Some(Dialect::Tgi) if op == Operation::Other => (Operation::TextCompletion, Dialect::Tgi),
+        Some(Dialect::Gemini) if op == Operation::Other => {
+            (Operation::GenerateContent, Dialect::Gemini)
+        }
         Some(d) if op == Operation::Other => (Operation::Chat, d),
         Some(d) => (op, d),
     }
+}
+
+/// The model a path names: Gemini's `…/models/{model}:generateContent`
+/// (the body names none), the Hugging Face router's `/models/{org}/{name}`
+/// (TGI). Only a printable, non-empty name with at most one `/`.
+pub fn model_in_path(path: &str) -> Option<&str> {
+    let path = path.split('?').next().unwrap_or_default();
+    let (_, rest) = path.rsplit_once("/models/")?;
+    let model = rest.split(':').next().unwrap_or_default();
+    let model = model.trim_end_matches('/');
+    let slashes = model.bytes().filter(|b| *b == b'/').count();
+    let printable = model.bytes().all(|b| b.is_ascii_graphic());
+    (!model.is_empty() && slashes <= 1 && printable).then_some(model)
 }
 
 #[cfg(test)]
@@ -144,12 +183,41 @@ mod tests {
             (Operation::TextCompletion, Dialect::Tgi)
         );
         assert_eq!(r("/generate"), (Operation::TextCompletion, Dialect::Tgi));
+        assert_eq!(
+            r("/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse"),
+            (Operation::GenerateContent, Dialect::Gemini)
+        );
+        assert_eq!(
+            r("/v1/projects/p/locations/us/publishers/google/models/gemini-2.5-pro:generateContent"),
+            (Operation::GenerateContent, Dialect::Gemini)
+        );
         assert_eq!(r("/v1/models"), (Operation::Other, Dialect::OpenAi));
+        assert_eq!(
+            r("/models/google/flan-t5-xxl"),
+            (Operation::Other, Dialect::OpenAi)
+        );
         assert_eq!(r("/api/tags"), (Operation::Other, Dialect::OpenAi));
         assert_eq!(
             route_with("/chat", Some(Dialect::Anthropic)),
             (Operation::Chat, Dialect::Anthropic)
         );
+        assert_eq!(
+            model_in_path("/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse"),
+            Some("gemini-2.0-flash")
+        );
+        assert_eq!(
+            model_in_path("/models/google/flan-t5-xxl"),
+            Some("google/flan-t5-xxl")
+        );
+        // The router's OpenAI route names the model in the body.
+        assert_eq!(
+            model_in_path(
+                "/hf-inference/models/meta-llama/Llama-3.1-8B-Instruct/v1/chat/completions"
+            ),
+            None
+        );
+        assert_eq!(model_in_path("/v1/models"), None);
+        assert_eq!(model_in_path("/v1/models/"), None);
         assert_eq!(
             route_with("/", Some(Dialect::Tgi)),
             (Operation::TextCompletion, Dialect::Tgi)

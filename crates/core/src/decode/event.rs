@@ -15,6 +15,9 @@ pub struct Usage {
     pub completion_tokens: Option<u64>,
     pub cached_tokens: Option<u64>,
     pub reasoning_tokens: Option<u64>,
+    /// Read from a vendor's extension (Groq's `x_groq.usage`) because the
+    /// dialect's own field was absent.
+    pub from_extension: bool,
 }
 
 /// Why generation stopped, as the upstream said. Unknown strings are `Other`

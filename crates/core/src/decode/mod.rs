@@ -4,8 +4,10 @@
 //!   `ndjson`: newline-delimited JSON framing (Ollama).
 //! - `dialect`: which API a path speaks and the dispatch to its classifier:
 //!   `openai` (chat/completions, completions, embeddings), `responses`,
-//!   `anthropic`, `ollama`, `tgi` — each says what one event or JSON body
-//!   says, in the same `EventSummary`.
+//!   `anthropic`, `ollama`, `tgi`, `gemini` — each says what one event or
+//!   JSON body says, in the same `EventSummary`; `detect` names the
+//!   dialect of a response whose path names none, from its first event or
+//!   JSON body.
 //! - `request`: what the client asked for (model, stream, limits).
 //! - `capped`: the capped private copy of a body.
 //!
@@ -14,9 +16,11 @@
 
 pub mod anthropic;
 pub mod capped;
+pub mod detect;
 pub mod dialect;
 pub mod event;
 pub mod fingerprint;
+pub mod gemini;
 pub mod inflate;
 pub mod ndjson;
 pub mod ollama;
@@ -29,10 +33,10 @@ pub mod tokens;
 pub mod verdict;
 
 crate::labels::label_enum! {
-    /// The GenAI operation of a request, from its path; its label value is
+    /// The GenAI operation of a request, from its path (or, where the path
+    /// names no endpoint, from the response: `detect`); its label value is
     /// the OpenTelemetry `gen_ai.operation.name`. Bounded: everything that
-    /// is not a known LLM endpoint is `Other` (and is forwarded, counted,
-    /// never decoded).
+    /// is no LLM call is `Other` (and is forwarded, counted, not measured).
     pub enum Operation {
         /// `/v1/chat/completions` (any prefix).
         Chat = "chat",
@@ -40,13 +44,16 @@ crate::labels::label_enum! {
         TextCompletion = "text_completion",
         /// `/v1/embeddings`: no stream, input tokens and E2E.
         Embeddings = "embeddings",
+        /// Gemini's `generateContent` / `streamGenerateContent`.
+        GenerateContent = "generate_content",
         Other = "other",
     }
 }
 
 impl Operation {
     /// Classifies a request path (the query string is ignored); see
-    /// `dialect::route` for the paths of every dialect.
+    /// `dialect::route` for the paths of every dialect. A path that names
+    /// none is `Other` until its response names a dialect (`detect`).
     pub fn from_path(path: &str) -> Self {
         dialect::route(path).0
     }

@@ -100,6 +100,7 @@ pub fn classify_line(line: &[u8]) -> Result<EventSummary<'_>, Malformed> {
             completion_tokens: v.eval_count,
             cached_tokens: None,
             reasoning_tokens: None,
+            from_extension: false,
         });
         s.engine = Some(EngineTiming {
             total_ns: v.total_duration,

@@ -4,7 +4,9 @@
 //! Owns: classifying an event as `[DONE]`, error, token-bearing (content,
 //! reasoning, tool-call delta, refusal, completion text), finish, role-only,
 //! usage-only or empty; reading `usage` (prompt, completion, cached and
-//! reasoning tokens), `finish_reason` and the response `model`.
+//! reasoning tokens) — or, where a vendor leaves `usage` out, its extension
+//! (Groq's `x_groq.usage`, marked `from_extension`) — `finish_reason` and
+//! the response `model`.
 //!
 //! Does not own: SSE framing (`decode::sse`), timing (`record`), the request.
 //!
@@ -38,7 +40,15 @@ pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'
 pub fn classify_json(data: &[u8]) -> Result<EventSummary<'_>, Malformed> {
     let view: ChunkView<'_> = serde_json::from_slice(data).map_err(|_| Malformed)?;
     let choices = view.choices.unwrap_or_default();
-    let usage = view.usage.map(UsageView::into_usage);
+    // The standard field first; a vendor's extension only in its absence.
+    let usage = match (view.usage, view.x_groq.and_then(|x| x.usage)) {
+        (Some(u), _) => Some(u.into_usage()),
+        (None, Some(u)) => Some(Usage {
+            from_extension: true,
+            ..u.into_usage()
+        }),
+        (None, None) => None,
+    };
     let kind = if view.error.is_some() {
         EventKind::Error
     } else if choices.token > 0 {
@@ -73,8 +83,18 @@ struct ChunkView<'a> {
     choices: Option<ChoicesSummary<'a>>,
     #[serde(default)]
     usage: Option<UsageView>,
+    /// Groq puts the usage of a stream in `x_groq.usage` (finish chunk).
+    #[serde(default)]
+    x_groq: Option<VendorView>,
     #[serde(default)]
     error: Option<IgnoredAny>,
+}
+
+/// A vendor's extension object that may carry an OpenAI-shaped `usage`.
+#[derive(Deserialize)]
+struct VendorView {
+    #[serde(default)]
+    usage: Option<UsageView>,
 }
 
 /// OpenAI's `usage`, also read in Anthropic's spelling.
@@ -105,6 +125,7 @@ impl UsageView {
                 .saturating_add(self.cache_creation_input_tokens.unwrap_or(0))
         });
         Usage {
+            from_extension: false,
             prompt_tokens: self.prompt_tokens.or(anthropic_prompt),
             completion_tokens: self.completion_tokens,
             cached_tokens: self
@@ -276,6 +297,26 @@ mod tests {
     }
 
     #[test]
+    fn groq_usage_is_read_from_its_extension_when_usage_is_absent() {
+        let finish = br#"{"id":"c","object":"chat.completion.chunk","model":"llama3-8b-8192","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"x_groq":{"id":"req_1","usage":{"queue_time":0.28,"prompt_tokens":18,"prompt_time":0.0027,"completion_tokens":73,"completion_time":0.06,"total_tokens":91,"total_time":0.063}}}"#;
+        let u = classify_json(finish).ok().and_then(|s| s.usage);
+        assert_eq!(
+            u.map(|u| (u.prompt_tokens, u.completion_tokens, u.from_extension)),
+            Some((Some(18), Some(73), true))
+        );
+        // The standard field wins where both are present.
+        let both = br#"{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2},"x_groq":{"usage":{"prompt_tokens":18,"completion_tokens":73}}}"#;
+        let u = classify_json(both).ok().and_then(|s| s.usage);
+        assert_eq!(
+            u.map(|u| (u.prompt_tokens, u.from_extension)),
+            Some((Some(1), false))
+        );
+        // The first chunk's x_groq has an id and no usage.
+        let first = br#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"x_groq":{"id":"req_1"}}"#;
+        assert_eq!(classify_json(first).ok().and_then(|s| s.usage), None);
+    }
+
+    #[test]
     fn classifies_the_event_kinds() {
         assert_eq!(kind("[DONE]"), EventKind::Done);
         assert_eq!(
@@ -359,7 +400,8 @@ mod tests {
                 prompt_tokens: Some(18),
                 completion_tokens: Some(12),
                 cached_tokens: Some(17),
-                reasoning_tokens: Some(5)
+                reasoning_tokens: Some(5),
+                from_extension: false,
             })
         );
         assert_eq!(s.model.and_then(raw_str).as_deref(), Some("m-1"));

@@ -3,10 +3,11 @@
 //!
 //! Owns: `model`, `stream`, the output limit (`max_completion_tokens`,
 //! `max_tokens`, Responses' `max_output_tokens`, Ollama's
-//! `options.num_predict`, TGI's `parameters.max_new_tokens`),
-//! `stream_options.include_usage`, `n`, the number of messages and the size of
-//! the prompt (`messages`, `prompt`, Responses' `input` or TGI's `inputs`, as
-//! JSON bytes). Never keeps the prompt
+//! `options.num_predict`, TGI's `parameters.max_new_tokens`, Gemini's
+//! `generationConfig.maxOutputTokens`), `stream_options.include_usage`, `n`,
+//! the number of messages and the size of the prompt (`messages`, `prompt`,
+//! Responses' `input`, TGI's `inputs` or Gemini's `contents`, as JSON
+//! bytes). Never keeps the prompt
 //! text: only sizes and the model name leave this module.
 //!
 //! Does not own: copying the body (that is `CappedBuf`, fed by the proxy
@@ -89,12 +90,18 @@ struct RequestView<'a> {
     /// Ollama.
     #[serde(default)]
     options: Option<Limits>,
+    /// Gemini (the model is in the path).
+    #[serde(borrow, default)]
+    contents: Option<&'a RawValue>,
+    #[serde(default, rename = "generationConfig")]
+    generation_config: Option<Limits>,
 }
 
-/// `parameters` (TGI) or `options` (Ollama): only the output limit.
+/// `parameters` (TGI), `options` (Ollama) or `generationConfig` (Gemini):
+/// only the output limit.
 #[derive(Deserialize)]
 struct Limits {
-    #[serde(default, alias = "num_predict")]
+    #[serde(default, alias = "num_predict", alias = "maxOutputTokens")]
     max_new_tokens: Option<u64>,
 }
 
@@ -123,7 +130,12 @@ pub fn parse_request_with(body: &[u8], hashes: Hashes) -> Result<RequestInfo, No
         .messages
         .and_then(|raw| serde_json::from_str::<Vec<IgnoredAny>>(raw.get()).ok())
         .map(|m| u32::try_from(m.len()).unwrap_or(u32::MAX));
-    let prompt = v.messages.or(v.prompt).or(v.input).or(v.inputs);
+    let prompt = v
+        .messages
+        .or(v.prompt)
+        .or(v.input)
+        .or(v.inputs)
+        .or(v.contents);
     let prompt_bytes = prompt.map(|raw| u64::try_from(raw.get().len()).unwrap_or(u64::MAX));
     let parsed = match prompt {
         Some(raw) if hashes.fingerprint || hashes.prefixes => {
@@ -149,7 +161,8 @@ pub fn parse_request_with(body: &[u8], hashes: Hashes) -> Result<RequestInfo, No
             .or(v.max_tokens)
             .or(v.max_output_tokens)
             .or(v.parameters.and_then(|p| p.max_new_tokens))
-            .or(v.options.and_then(|o| o.max_new_tokens)),
+            .or(v.options.and_then(|o| o.max_new_tokens))
+            .or(v.generation_config.and_then(|g| g.max_new_tokens)),
         include_usage: v.stream_options.and_then(|o| o.include_usage),
         n: v.n,
         messages,
@@ -197,6 +210,15 @@ mod tests {
         assert_eq!(
             (ollama.max_tokens, ollama.messages, ollama.stream),
             (Some(16), Some(1), None)
+        );
+        let gemini = parse_request(
+            br#"{"contents":[{"parts":[{"text":"Hi"}],"role":"user"}],"generationConfig":{"maxOutputTokens":8}}"#,
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            (gemini.max_tokens, gemini.prompt_bytes, gemini.model),
+            (Some(8), Some(41), None)
         );
     }
 

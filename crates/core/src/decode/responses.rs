@@ -74,6 +74,7 @@ impl UsageView {
             completion_tokens: self.output_tokens,
             cached_tokens: self.input_tokens_details.and_then(|d| d.cached_tokens),
             reasoning_tokens: self.output_tokens_details.and_then(|d| d.reasoning_tokens),
+            from_extension: false,
         }
     }
 }

@@ -60,6 +60,7 @@ fn details(s: &mut EventSummary<'_>, d: Option<DetailsView<'_>>) {
             completion_tokens: d.generated_tokens,
             cached_tokens: None,
             reasoning_tokens: None,
+            from_extension: false,
         });
     }
 }

@@ -9,7 +9,8 @@
 
 use super::types::*;
 use crate::decode::capped::CappedBuf;
-use crate::decode::dialect::{self, Dialect};
+use crate::decode::detect;
+use crate::decode::dialect::{self, Dialect, DialectSource};
 use crate::decode::event::Usage;
 use crate::decode::inflate::{ContentEncoding, Inflater};
 use crate::decode::ndjson::NdjsonDecoder;
@@ -90,6 +91,15 @@ pub struct Meter {
     trace_created: bool,
     operation: Operation,
     dialect: Dialect,
+    /// How `dialect` was chosen; `None` while it is unknown (and for
+    /// anything that is no LLM call).
+    dialect_source: Option<DialectSource>,
+    /// The path named no dialect and none is configured: the response's
+    /// first event (or JSON body) decides (`decode::detect`).
+    sniffing: bool,
+    /// The model a path names (`…/models/{model}:generateContent`,
+    /// `/models/{org}/{name}`), when the body names none.
+    path_model: Option<String>,
     /// The tap's configured dialect, replacing the path's.
     forced_dialect: Option<Dialect>,
     request_id: Option<String>,
@@ -124,6 +134,9 @@ impl Meter {
             trace_created: false,
             operation: Operation::Other,
             dialect: Dialect::OpenAi,
+            dialect_source: None,
+            sniffing: false,
+            path_model: None,
             forced_dialect: None,
             request_id: None,
             req_body: CappedBuf::new(limits.request_body_bytes),
@@ -161,6 +174,8 @@ impl Meter {
                 response_model: None,
                 engine_timing: None,
                 measure_error: None,
+                detected: None,
+                usage_from_extension: false,
             },
         }
     }
@@ -225,9 +240,15 @@ impl Meter {
         self.dialect
     }
 
-    /// The requested model, once the request body has been read.
+    /// How the dialect was chosen (`None` until it is known).
+    pub fn dialect_source(&self) -> Option<DialectSource> {
+        self.dialect_source
+    }
+
+    /// The requested model, once the request body has been read (or the
+    /// one the path names, when the body names none).
     pub fn requested_model(&self) -> Option<&str> {
-        self.request.model.as_deref()
+        self.request.model.as_deref().or(self.path_model.as_deref())
     }
 
     /// The request asked to stream (or, unknown, the response is SSE).
@@ -244,12 +265,21 @@ impl Meter {
         request_id: Option<&[u8]>,
         content_length: Option<u64>,
     ) {
-        (self.operation, self.dialect) = dialect::route_with(path, self.forced_dialect);
+        let (operation, path_dialect) = dialect::route_with(path, self.forced_dialect);
+        (self.operation, self.dialect) = (operation, path_dialect);
+        self.dialect_source = match (self.forced_dialect, operation.is_llm()) {
+            (Some(_), _) => Some(DialectSource::Config),
+            (None, true) => Some(DialectSource::Path),
+            (None, false) => None,
+        };
+        self.sniffing = self.dialect_source.is_none();
+        self.path_model = dialect::model_in_path(path)
+            .map(|m| request::truncate(m, request::MAX_MODEL_BYTES).to_owned());
         self.request_id = request_id
             .filter(|id| id.len() <= MAX_REQUEST_ID && id.iter().all(|b| b.is_ascii_graphic()))
             .and_then(|id| std::str::from_utf8(id).ok())
             .map(str::to_owned);
-        if let (true, Some(len)) = (self.operation.is_llm(), content_length) {
+        if let (true, Some(len)) = (self.may_be_llm(), content_length) {
             self.req_body.reserve_for(len);
         }
         self.fault_point(MeterCall::RequestHead);
@@ -261,7 +291,7 @@ impl Meter {
     /// `set_request`.
     #[must_use = "a large body comes back to be parsed off the forwarding thread"]
     pub fn request_body(&mut self, piece: &[u8], end: bool) -> Option<Vec<u8>> {
-        if !self.operation.is_llm() {
+        if !self.may_be_llm() {
             return None;
         }
         self.req_body.push(piece);
@@ -280,6 +310,11 @@ impl Meter {
         }
         self.req_body.release();
         None
+    }
+
+    /// An LLM call, or a request whose response may turn out to be one.
+    fn may_be_llm(&self) -> bool {
+        self.operation.is_llm() || self.sniffing
     }
 
     fn inline_parse_bytes(&self) -> usize {
@@ -316,7 +351,8 @@ impl Meter {
         }
         self.body_kind = content_type.map_or(BodyKind::Opaque, BodyKind::from_content_type);
         let verdict_body = self.read_verdict && self.body_kind == BodyKind::Json;
-        if !(self.operation.is_llm() || verdict_body) || !(200..300).contains(&status) {
+        if !(self.may_be_llm() || verdict_body) || !(200..300).contains(&status) {
+            self.sniffing = false;
             return;
         }
         let encoding = ContentEncoding::from_header(content_encoding);
@@ -351,10 +387,31 @@ impl Meter {
         let ctx = EventCtx {
             at,
             operation: self.operation,
-            dialect: self.dialect,
-            requested_model: self.request.model.as_deref(),
+            dialect: (!self.sniffing).then_some(self.dialect),
+            requested_model: self.request.model.as_deref().or(self.path_model.as_deref()),
         };
         self.body.feed(&ctx, piece, &mut self.stream, sink);
+        if self.sniffing {
+            self.settle_dialect(false);
+        }
+    }
+
+    /// While sniffing: takes the dialect the stream named, or, after
+    /// `MAX_SNIFFED_EVENTS` events that named none, stops reading a stream
+    /// that is no LLM stream.
+    /// `ended`: the body ended, nothing more will name it.
+    fn settle_dialect(&mut self, ended: bool) {
+        if let Some((dialect, operation)) = self.stream.detected {
+            (self.dialect, self.operation) = (dialect, operation);
+            self.dialect_source = Some(DialectSource::Content);
+            self.sniffing = false;
+        } else if ended
+            || self.stream.events >= detect::MAX_SNIFFED_EVENTS
+            || matches!(self.body, Body::Poisoned)
+        {
+            self.body = Body::Idle;
+            self.sniffing = false;
+        }
     }
 
     /// The upstream body ended (the last byte has been seen).
@@ -365,21 +422,32 @@ impl Meter {
             let ctx = EventCtx {
                 at,
                 operation: self.operation,
-                dialect: self.dialect,
-                requested_model: self.request.model.as_deref(),
+                dialect: (!self.sniffing).then_some(self.dialect),
+                requested_model: self.request.model.as_deref().or(self.path_model.as_deref()),
             };
             let st = &mut self.stream;
             d.dec.finish(&mut |line| st.on_line(&ctx, line, &mut ()));
+        }
+        if self.sniffing && !matches!(self.body, Body::Json(_)) {
+            self.settle_dialect(true);
         }
         if matches!(self.body, Body::Json(_)) {
             let Body::Json(d) = std::mem::take(&mut self.body) else {
                 return;
             };
             match d.dec.bytes() {
+                // Too large to tell whether it is an LLM answer at all.
+                None if self.sniffing => self.sniffing = false,
                 None => self.stream.fail(MeasureError::JsonBodyTooLarge),
                 Some(body) => {
                     if self.read_verdict {
                         self.verdict = Some(verdict::verdict(body));
+                    }
+                    if std::mem::take(&mut self.sniffing) {
+                        if let Some((dialect, operation)) = detect::from_body(body) {
+                            (self.dialect, self.operation) = (dialect, operation);
+                            self.dialect_source = Some(DialectSource::Content);
+                        }
                     }
                     if self.operation.is_llm() {
                         match self.dialect.classify_json(body) {

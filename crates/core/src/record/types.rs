@@ -123,8 +123,11 @@ crate::labels::label_enum! {
 crate::labels::label_enum! {
     /// Where a token count came from.
     pub enum TokenSource {
-        /// The upstream's `usage` object.
+        /// The upstream's `usage` object (the dialect's own usage field).
         Usage = "usage",
+        /// A vendor's extension carrying usage where the dialect's field is
+        /// absent (Groq's `x_groq.usage`).
+        UsageExtension = "usage_extension",
         /// Counted token-bearing choice deltas (no usage in the stream).
         Events = "events",
         /// Counted by the tap's tokenizer (`estimate_tokens`), no usage.
@@ -241,6 +244,9 @@ pub struct RequestRecord {
     pub body_kind: crate::decode::BodyKind,
     /// The API dialect the request was read in.
     pub dialect: crate::decode::dialect::Dialect,
+    /// How `dialect` was chosen: the path, the response's content, the
+    /// tap's configuration (`None`: no LLM call).
+    pub dialect_source: Option<crate::decode::dialect::DialectSource>,
     /// The engine's own account of its time, when it gives one (Ollama).
     pub engine_timing: Option<crate::decode::event::EngineTiming>,
 }

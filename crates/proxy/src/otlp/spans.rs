@@ -235,6 +235,10 @@ impl SpanPipeline {
             key::INPUT_SOURCE,
             r.input_source.and_then(|s| label(s.as_str())),
         );
+        if let Some(source) = r.dialect_source {
+            push(key::DIALECT, label(r.dialect.as_str()));
+            push(key::DIALECT_SOURCE, label(source.as_str()));
+        }
         push(
             key::REQUEST_ID,
             r.request_id.clone().map(|s| Value::String(s.into())),

@@ -192,7 +192,11 @@ impl RequestCtx {
             .and_then(|v| std::str::from_utf8(v).ok())
             .and_then(|v| v.trim().parse().ok());
         self.guarded(|m, sink| {
-            sink.prepare(m.requested_model(), m.operation());
+            // A request whose dialect its response will name resolves its
+            // labels at its first token event, with the operation known.
+            if m.operation().is_llm() {
+                sink.prepare(m.requested_model(), m.operation());
+            }
             m.response_head(
                 at,
                 status,

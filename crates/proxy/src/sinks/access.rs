@@ -22,6 +22,8 @@ impl RecordSink for AccessLog {
             tap = &*tap.tap,
             boundary = tap.boundary.as_str(),
             operation = r.operation.as_str(),
+            dialect = r.dialect_source.map(|_| r.dialect.as_str()),
+            dialect_source = r.dialect_source.map(|s| s.as_str()),
             model = &*f.model.value,
             stream = r.stream,
             status = r.status,

@@ -1,7 +1,9 @@
 //! The simulator's other dialects: the same token times, counts and texts
 //! as the OpenAI plan, written as an OpenAI Responses stream, an Anthropic
-//! Messages stream, Ollama NDJSON lines or a TGI stream — or as each one's
-//! non-streaming body — and an embeddings answer. Faults other than an
+//! Messages stream, Ollama NDJSON lines, a TGI stream or a Gemini stream
+//! (SSE with CRLF framing and cumulative `usageMetadata`, as Google's API
+//! sends it) — or as each one's non-streaming body — and an embeddings
+//! answer. Faults other than an
 //! error status are OpenAI-only.
 
 use super::{head, Builder, Mark, Script};
@@ -85,6 +87,7 @@ pub(super) fn plan(mut b: Builder, s: &Shape) -> Script {
         (Dialect::Anthropic, true) => anthropic_stream(&mut b, s),
         (Dialect::Ollama, true) => ollama_stream(&mut b, s),
         (Dialect::Tgi, true) => tgi_stream(&mut b, s),
+        (Dialect::Gemini, true) => gemini_stream(&mut b, s),
         (dialect, _) => {
             let body = body(dialect, s);
             b.json_body(s.t_last(), &body, s.completion());
@@ -157,6 +160,7 @@ fn body(dialect: Dialect, s: &Shape) -> String {
         Dialect::Ollama => ollama_final(s, &text),
         Dialect::Tgi => json!({"generated_text": text, "details": {"finish_reason": "length",
             "generated_tokens": s.completion(), "seed": null}}),
+        Dialect::Gemini => gemini_chunk(s, &text, Some(s.completion())),
         Dialect::OpenAi => json!({"error": {"message": "the OpenAI dialect is planned elsewhere"}}),
     }
     .to_string()
@@ -282,6 +286,38 @@ fn tgi_stream(b: &mut Builder, s: &Shape) {
             },
             "top_tokens": null});
         b.event(*at, &ev.to_string(), Mark::Token, *k);
+    }
+    b.end(s.t_last());
+}
+
+/// One Gemini `GenerateContentResponse`: `output` is the cumulative
+/// candidates count so far (the last chunk's also ends the stream).
+fn gemini_chunk(s: &Shape, text: &str, output: Option<u32>) -> serde_json::Value {
+    let last = output == Some(s.completion());
+    let mut candidate =
+        json!({"content": {"parts": [{"text": text}], "role": "model"}, "index": 0});
+    if let (true, Some(o)) = (last, candidate.as_object_mut()) {
+        o.insert("finishReason".into(), json!("MAX_TOKENS"));
+    }
+    let mut usage = json!({"promptTokenCount": s.prompt_tokens,
+        "cachedContentTokenCount": s.cached_tokens});
+    if let (Some(n), Some(u)) = (output, usage.as_object_mut()) {
+        u.insert("candidatesTokenCount".into(), json!(n));
+        u.insert("totalTokenCount".into(), json!(s.prompt_tokens + n));
+    }
+    json!({"candidates": [candidate], "usageMetadata": usage, "modelVersion": s.model,
+        "responseId": s.id})
+}
+
+fn gemini_stream(b: &mut Builder, s: &Shape) {
+    b.stream_head(s.t_head, "text/event-stream");
+    let mut so_far = 0;
+    for ((at, text), k) in s.times.iter().zip(&s.texts).zip(&s.tokens) {
+        so_far += k;
+        let chunk = gemini_chunk(s, text, Some(so_far));
+        // Google frames its events with CRLF, whatever the others do.
+        let bytes = format!("data: {chunk}\r\n\r\n");
+        b.chunked(*at, bytes.as_bytes(), Mark::Token, *k);
     }
     b.end(s.t_last());
 }

@@ -4,6 +4,7 @@
 //! estimates against the tokenizer's own count of the whole text.
 
 use super::*;
+use crate::decode::dialect::DialectSource;
 use crate::decode::event::FinishReason;
 use crate::decode::sse::SseLimits;
 use crate::decode::tokens::Tokenizer;
@@ -97,9 +98,19 @@ fn feed(
     points: &[usize],
     estimator: Option<Estimator>,
 ) -> (RequestRecord, Vec<Option<u64>>) {
+    feed_at(f, f.path, points, estimator)
+}
+
+/// `feed`, with the request sent to `path`.
+fn feed_at(
+    f: &Fixture,
+    path: &str,
+    points: &[usize],
+    estimator: Option<Estimator>,
+) -> (RequestRecord, Vec<Option<u64>>) {
     let t0 = Instant::now();
     let mut m = Meter::new(t0, SystemTime::UNIX_EPOCH, LIMITS).with_estimator(estimator);
-    m.request_head(f.path, None, Some(f.request.len() as u64));
+    m.request_head(path, None, Some(f.request.len() as u64));
     assert_eq!(m.request_body(f.request, true), None);
     m.response_head(t0, 200, Some(f.content_type), None, None);
     let mut sink = Count::default();
@@ -166,6 +177,74 @@ proptest! {
         prop_assert_eq!(split.input_tokens, whole.input_tokens);
         prop_assert_eq!(split.finish_reason, whole.finish_reason);
     }
+}
+
+proptest! {
+    /// A path that names nothing: the stream's first event names the
+    /// dialect, wherever the body is cut, and the record is the one the
+    /// path would have given (the operation included: Ollama's chat, TGI's
+    /// text completion).
+    #[test]
+    fn the_stream_names_its_dialect_wherever_it_is_cut(which in 0usize..4, cuts in proptest::collection::vec(0usize..8000, 0..40)) {
+        let f = &fixtures()[which];
+        let mut points: Vec<usize> = cuts.into_iter().map(|c| c % f.body.len()).filter(|&c| c > 0).collect();
+        points.sort_unstable();
+        points.dedup();
+        let (by_path, _) = feed(f, &points, None);
+        let (by_content, _) = feed_at(f, "/gateway/route-7", &points, None);
+        prop_assert_eq!(by_path.dialect_source, Some(DialectSource::Path));
+        prop_assert_eq!(by_content.dialect_source, Some(DialectSource::Content));
+        prop_assert_eq!(
+            RequestRecord { dialect_source: None, t0: by_path.t0, ..by_content },
+            RequestRecord { dialect_source: None, ..by_path }
+        );
+    }
+}
+
+/// One response at a path that names no dialect.
+fn unknown(content_type: &[u8], body: &[u8]) -> RequestRecord {
+    let t0 = Instant::now();
+    let mut m = Meter::new(t0, SystemTime::UNIX_EPOCH, LIMITS);
+    m.request_head("/internal/status", None, Some(2));
+    assert_eq!(m.request_body(b"{}", true), None);
+    m.response_head(t0, 200, Some(content_type), None, None);
+    m.response_body(t0, body, &mut ());
+    m.response_end(t0);
+    m.finish(t0, TransportEnd::Complete)
+}
+
+#[test]
+fn a_response_that_names_no_dialect_is_no_llm_call() {
+    let big = format!(r#"{{"blob":"{}"}}"#, "x".repeat(LIMITS.json_body_bytes));
+    let events = "event: tick\ndata: {\"n\":1}\n\n".repeat(20);
+    for (ct, body) in [
+        (
+            &b"application/json"[..],
+            &br#"{"status":"ok","uptime":12}"#[..],
+        ),
+        (b"application/json", b"not json at all"),
+        (b"application/json", big.as_bytes()),
+        (b"text/event-stream", events.as_bytes()),
+        (
+            b"application/x-ndjson",
+            b"{\"level\":\"info\"}\n{\"level\":\"warn\"}\n",
+        ),
+    ] {
+        let r = unknown(ct, body);
+        let what = String::from_utf8_lossy(&body[..body.len().min(40)]).into_owned();
+        assert_eq!(r.operation, Operation::Other, "{what}");
+        assert_eq!(r.dialect_source, None, "{what}");
+        assert_eq!((r.outcome, r.measure_error), (Outcome::Ok, None), "{what}");
+        assert_eq!((r.output_tokens, r.ttft), (None, None), "{what}");
+    }
+    // A non-streaming answer at such a path: its body names the dialect.
+    let r = unknown(
+        b"application/json",
+        br#"{"id":"c","object":"chat.completion","choices":[{"message":{"content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1}}"#,
+    );
+    assert_eq!((r.operation, r.dialect), (Operation::Chat, Dialect::OpenAi));
+    assert_eq!(r.dialect_source, Some(DialectSource::Content));
+    assert_eq!((r.input_tokens, r.output_tokens), (Some(5), Some(1)));
 }
 
 /// A paragraph as an engine streams it: `words` words per event.

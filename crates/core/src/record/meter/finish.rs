@@ -11,8 +11,28 @@ impl Meter {
     /// Closes the record.
     pub fn finish(&mut self, at: Instant, end: TransportEnd) -> RequestRecord {
         self.fault_point(MeterCall::Finish);
+        // A request that was never known to be an LLM call (or a guardrail
+        // answer to read) has nothing measured to fail.
+        if !(self.operation.is_llm() || self.read_verdict) {
+            self.stream.measure_error = None;
+            self.request_error = None;
+        }
+        // What a request body said counts only for an LLM call (it was read
+        // in case the response named a dialect).
+        if !self.operation.is_llm() {
+            self.request = crate::decode::request::RequestInfo::default();
+            self.path_model = None;
+        }
+        if self.request.model.is_none() {
+            self.request.model = self.path_model.take();
+        }
         let st = &self.stream;
         let t0 = self.t0;
+        let usage_source = if st.usage_from_extension {
+            TokenSource::UsageExtension
+        } else {
+            TokenSource::Usage
+        };
         let since = move |t: Option<Instant>| t.map(|t| t.saturating_duration_since(t0));
         let end_at = match end {
             TransportEnd::Complete => self.t_body_end.unwrap_or(at),
@@ -54,7 +74,7 @@ impl Meter {
         let decoded = (self.body.is_streaming() || self.body_kind == BodyKind::Json)
             && st.measure_error.is_none();
         let (output_tokens, output_source) = match st.usage.completion_tokens {
-            Some(n) => (Some(n), Some(TokenSource::Usage)),
+            Some(n) => (Some(n), Some(usage_source)),
             None if st.estimator.is_some() && decoded && self.operation.is_llm() => {
                 (Some(st.estimated), Some(TokenSource::Estimate))
             }
@@ -77,7 +97,7 @@ impl Meter {
             self.stream.usage.prompt_tokens,
             self.request.prompt_tokens_estimate,
         ) {
-            (Some(n), _) => (Some(n), Some(TokenSource::Usage)),
+            (Some(n), _) => (Some(n), Some(usage_source)),
             (None, Some(n)) => (Some(n), Some(TokenSource::Estimate)),
             (None, None) => (None, None),
         };
@@ -122,6 +142,7 @@ impl Meter {
             in_flight: self.in_flight,
             body_kind: self.body_kind,
             dialect: self.dialect,
+            dialect_source: self.dialect_source,
             engine_timing: self.stream.engine_timing,
             verdict: self.read_verdict.then(|| match outcome {
                 Outcome::Ok | Outcome::Unmeasured => self.verdict.unwrap_or(Verdict::Unknown),

@@ -94,6 +94,7 @@ impl Meter {
             in_flight: self.in_flight,
             body_kind: self.body_kind,
             dialect: self.dialect,
+            dialect_source: self.dialect_source,
             engine_timing: None,
         }
     }

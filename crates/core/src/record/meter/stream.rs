@@ -4,6 +4,7 @@
 //! each per request and turns them into a `RequestRecord` at the end.
 
 use super::{TokenEvent, TokenSink};
+use crate::decode::detect;
 use crate::decode::dialect::Dialect;
 use crate::decode::event;
 use crate::decode::event::{EngineTiming, EventKind, EventSummary, FinishReason, Usage};
@@ -43,6 +44,10 @@ pub(super) struct StreamState {
     pub(super) response_model: Option<String>,
     pub(super) engine_timing: Option<EngineTiming>,
     pub(super) measure_error: Option<MeasureError>,
+    /// The dialect (and operation) the stream named, when the path did not.
+    pub(super) detected: Option<(Dialect, Operation)>,
+    /// Some usage came from a vendor's extension (`x_groq.usage`).
+    pub(super) usage_from_extension: bool,
 }
 
 impl StreamState {
@@ -79,7 +84,13 @@ impl StreamState {
         let at = ctx.at;
         self.events = self.events.saturating_add(1);
         self.t_first_event.get_or_insert(at);
-        let s = match ctx.dialect.classify_event(event, data) {
+        let Some(dialect) = ctx.dialect.or(self.detected.map(|d| d.0)).or_else(|| {
+            self.detected = detect::from_event(event, data);
+            self.detected.map(|d| d.0)
+        }) else {
+            return; // not (yet) known to be an LLM stream
+        };
+        let s = match dialect.classify_event(event, data) {
             Ok(s) => s,
             Err(_) => {
                 self.fail(MeasureError::InvalidJsonEvent);
@@ -97,6 +108,7 @@ impl StreamState {
     /// Usage, finish reason, model and error flags, common to events and bodies.
     fn absorb_common(&mut self, s: &EventSummary<'_>) {
         if let Some(u) = s.usage {
+            self.usage_from_extension |= u.from_extension;
             merge(&mut self.usage.prompt_tokens, u.prompt_tokens);
             merge(&mut self.usage.completion_tokens, u.completion_tokens);
             merge(&mut self.usage.cached_tokens, u.cached_tokens);
@@ -177,7 +189,7 @@ impl StreamState {
         self.prev_token = Some(at);
         sink.token_event(&TokenEvent {
             index,
-            operation: ctx.operation,
+            operation: self.detected.map_or(ctx.operation, |d| d.1),
             model: ctx.requested_model.or(self.response_model.as_deref()),
             at,
             since_start: at.saturating_duration_since(self.t0),
@@ -191,7 +203,8 @@ impl StreamState {
 pub(super) struct EventCtx<'a> {
     pub(super) at: Instant,
     pub(super) operation: Operation,
-    pub(super) dialect: Dialect,
+    /// `None` while the dialect is still to be named by the stream.
+    pub(super) dialect: Option<Dialect>,
     pub(super) requested_model: Option<&'a str>,
 }
 

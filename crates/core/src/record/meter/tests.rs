@@ -392,17 +392,33 @@ fn request_errors_do_not_unmeasure_the_response() {
 }
 
 #[test]
-fn other_paths_are_not_decoded() {
+fn other_paths_are_decoded_only_when_the_response_names_a_dialect() {
     let t0 = Instant::now();
     let mut m = Meter::new(t0, SystemTime::now(), LIMITS);
     m.request_head("/metrics", None, None);
     m.response_head(t0, 200, Some(b"text/event-stream"), None, None);
-    m.response_body(t0, chunk("a").as_bytes(), &mut ());
+    m.response_body(t0, b"event: log\ndata: {\"line\":\"started\"}\n\n", &mut ());
     m.response_end(t0);
     let r = m.finish(t0, TransportEnd::Complete);
+    assert_eq!((r.operation, r.dialect_source), (Operation::Other, None));
     assert_eq!(r.outcome, Outcome::Ok);
-    assert_eq!(r.events, 0);
     assert_eq!(r.output_tokens, None);
+    // The same path carrying an OpenAI stream: read as one.
+    let mut m = Meter::new(t0, SystemTime::now(), LIMITS);
+    m.request_head("/metrics", None, None);
+    m.response_head(t0, 200, Some(b"text/event-stream"), None, None);
+    m.response_body(t0 + ms(1), chunk("a").as_bytes(), &mut ());
+    m.response_body(t0 + ms(2), b"data: [DONE]\n\n", &mut ());
+    m.response_end(t0 + ms(2));
+    let r = m.finish(t0 + ms(2), TransportEnd::Complete);
+    assert_eq!(
+        (r.operation, r.dialect_source),
+        (Operation::Chat, Some(DialectSource::Content))
+    );
+    assert_eq!(
+        (r.outcome, r.ttft, r.output_tokens),
+        (Outcome::Ok, Some(ms(1)), Some(1))
+    );
 }
 
 fn stream_bytes() -> Vec<u8> {
