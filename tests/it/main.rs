@@ -12,6 +12,7 @@ mod accuracy;
 mod analyses;
 mod attribution;
 mod bench;
+mod captures;
 mod collector;
 mod config_cli;
 mod dashboards;
