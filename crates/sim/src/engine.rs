@@ -26,6 +26,12 @@ pub struct EngineArgs {
     /// blocks are evicted.
     #[arg(long, default_value_t = 100_000)]
     pub prefix_cache_blocks: usize,
+    /// A chat template of this many tokens opens every prompt (counted in
+    /// its prompt tokens); with `--prefix-cache` it is cached from the
+    /// second request on, as llama.cpp and vLLM reuse a template's tokens:
+    /// nearly every request then reports a few cached tokens.
+    #[arg(long, default_value_t = 0)]
+    pub template_tokens: u32,
     /// KV capacity in tokens (0 = unlimited). A request needs its prompt plus
     /// its planned output tokens; it waits in a queue until that much is
     /// free (the wait is part of its TTFT). Larger than the whole capacity: 400.
@@ -42,6 +48,7 @@ impl Default for EngineArgs {
         EngineArgs {
             prefix_cache: false,
             prefix_cache_blocks: 100_000,
+            template_tokens: 0,
             kv_capacity_tokens: 0,
             favour_tenant: None,
         }
@@ -53,6 +60,9 @@ impl Default for EngineArgs {
 pub struct Engine {
     admission: Arc<Admission>,
     cache: Option<Mutex<PrefixCache>>,
+    template_tokens: u32,
+    /// A request was served: the template is in the cache.
+    template_cached: std::sync::atomic::AtomicBool,
 }
 
 impl Engine {
@@ -62,6 +72,8 @@ impl Engine {
             cache: args
                 .prefix_cache
                 .then(|| Mutex::new(PrefixCache::new(args.prefix_cache_blocks))),
+            template_tokens: args.template_tokens,
+            template_cached: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -100,20 +112,38 @@ impl Engine {
         self.admission.admit(need_tokens, tenant).await
     }
 
-    /// Prompt tokens already in the prefix cache (0 when caching is off).
+    /// The chat template's tokens, which open every prompt.
+    pub fn template_tokens(&self) -> u32 {
+        self.template_tokens
+    }
+
+    /// Prompt tokens already in the prefix cache (0 when caching is off):
+    /// the template once any request was served, then the prompt's leading
+    /// blocks seen before.
     pub fn cached_tokens(&self, prompt: &[u8], prompt_tokens: u32) -> u32 {
-        let hits = self
-            .cache
-            .as_ref()
-            .and_then(|c| c.lock().ok())
-            .map_or(0, |mut c| c.lookup(prompt));
-        prefix_cache::cached_tokens(hits, prompt_tokens)
+        let Some(cache) = self.cache.as_ref() else {
+            return 0;
+        };
+        let hits = cache.lock().map_or(0, |mut c| c.lookup(prompt));
+        let template = if self
+            .template_cached
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            self.template_tokens
+        } else {
+            0
+        };
+        prefix_cache::cached_tokens(hits, prompt_tokens.saturating_sub(template))
+            .saturating_add(template)
+            .min(prompt_tokens.saturating_sub(1))
     }
 
     /// Caches the prompt's full blocks (after it was served).
     pub fn remember(&self, prompt: &[u8]) {
         if let Some(mut c) = self.cache.as_ref().and_then(|c| c.lock().ok()) {
             c.insert(prompt);
+            self.template_cached
+                .store(true, std::sync::atomic::Ordering::Relaxed);
         }
     }
 }

@@ -21,6 +21,10 @@ pub struct Profile {
     /// tokens (prompt tokens minus prefix-cache hits).
     #[arg(long = "prefill-ms-per-1k", default_value_t = 0.0)]
     pub prefill_ms_per_1k: f64,
+    /// What a prefix-cache hit still costs: TTFT grows by this many ms per
+    /// 1,000 cached prompt tokens (0: a cached token is free).
+    #[arg(long = "cached-prefill-ms-per-1k", default_value_t = 0.0)]
+    pub cached_prefill_ms_per_1k: f64,
     /// Mean gap between token events (ms).
     #[arg(long, default_value_t = 20.0)]
     pub itl_ms: f64,
@@ -83,6 +87,7 @@ impl Default for Profile {
             model: "sim-model".into(),
             ttft_ms: 200.0,
             prefill_ms_per_1k: 0.0,
+            cached_prefill_ms_per_1k: 0.0,
             itl_ms: 20.0,
             itl_jitter_ms: 0.0,
             batch_slowdown: 0.0,
@@ -123,6 +128,10 @@ impl Profile {
             format!("--model={}", self.model),
             format!("--ttft-ms={}", self.ttft_ms),
             format!("--prefill-ms-per-1k={}", self.prefill_ms_per_1k),
+            format!(
+                "--cached-prefill-ms-per-1k={}",
+                self.cached_prefill_ms_per_1k
+            ),
             format!("--itl-ms={}", self.itl_ms),
             format!("--itl-jitter-ms={}", self.itl_jitter_ms),
             format!("--batch-slowdown={}", self.batch_slowdown),
@@ -286,6 +295,7 @@ mod tests {
             model: "m x".into(),
             ttft_ms: 1.5,
             prefill_ms_per_1k: 12.5,
+            cached_prefill_ms_per_1k: 1.25,
             itl_ms: 2.5,
             itl_jitter_ms: 0.5,
             batch_slowdown: 0.25,

@@ -63,10 +63,13 @@ pub fn output_tokens(p: &Profile, max_tokens: Option<u64>) -> u32 {
 }
 
 /// Request admitted → first token: the base TTFT plus the prefill cost of
-/// the uncached prompt tokens.
+/// the uncached prompt tokens and what the cached ones still cost.
 pub fn ttft(p: &Profile, prompt_tokens: u32, cached_tokens: u32) -> Duration {
-    let uncached = f64::from(prompt_tokens.saturating_sub(cached_tokens));
-    ms(p.ttft_ms + p.prefill_ms_per_1k * uncached / 1000.0)
+    let cached = cached_tokens.min(prompt_tokens);
+    let uncached = f64::from(prompt_tokens - cached);
+    ms(p.ttft_ms
+        + p.prefill_ms_per_1k * uncached / 1000.0
+        + p.cached_prefill_ms_per_1k * f64::from(cached) / 1000.0)
 }
 
 /// The mean inter-token gap when `running` requests share the engine.

@@ -249,7 +249,8 @@ where
         max_tokens: info.max_tokens,
         prompt_tokens: u32::try_from(info.prompt_bytes.unwrap_or(0) / 4)
             .unwrap_or(u32::MAX)
-            .max(1),
+            .max(1)
+            .saturating_add(sim.engine.template_tokens()),
         model: info.model.clone(),
         seq,
         sched: Scheduling::default(),

@@ -30,6 +30,7 @@ pub mod guardrail;
 pub mod itl;
 pub mod live;
 pub mod load;
+pub mod prefix_memory;
 pub mod pressure;
 pub mod sample;
 pub mod series;
@@ -220,7 +221,7 @@ pub fn analyze(
             scope.end_unix_ms,
         )
     });
-    let cache_report = cache::analyze(&measured, memory);
+    let cache_report = cache::analyze(&measured, memory, settings.cache_hit_share);
     let reuse_1k = cache_report
         .prefix_reuse
         .first()

@@ -76,6 +76,9 @@ pub struct AnalysisSettings {
     pub history_windows: usize,
     /// Samples kept per open window (beyond: counted, not analysed).
     pub max_window_samples: usize,
+    /// Prefix cache: a request is a hit with at least this share of its
+    /// input tokens cached (0 < share ≤ 1).
+    pub cache_hit_share: f64,
 }
 
 fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
@@ -95,6 +98,7 @@ impl Default for AnalysisSettings {
             fairness_min_requests: 3,
             history_windows: 60,
             max_window_samples: 100_000,
+            cache_hit_share: super::cache::DEFAULT_HIT_SHARE,
         }
     }
 }

@@ -171,6 +171,61 @@ pub fn fit_line(points: &[(f64, f64)]) -> Option<Fit> {
     })
 }
 
+/// A least-squares plane y = intercept + slope_x·x + slope_z·z.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PlaneFit {
+    pub intercept: f64,
+    pub slope_x: f64,
+    pub slope_z: f64,
+    /// Coefficient of determination (1 − SS_res / SS_tot).
+    pub r2: f64,
+    pub n: usize,
+}
+
+/// Ordinary least squares over `(x, z, y)` points (the centred normal
+/// equations, solved directly). `None` with fewer than four points, when x
+/// or z does not vary, or when they move together (collinear: no telling
+/// their effects apart).
+pub fn fit_plane(points: &[(f64, f64, f64)]) -> Option<PlaneFit> {
+    let n = points.len();
+    if n < 4 {
+        return None;
+    }
+    let nf = n as f64;
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / nf;
+    let mz = points.iter().map(|p| p.1).sum::<f64>() / nf;
+    let my = points.iter().map(|p| p.2).sum::<f64>() / nf;
+    let (mut sxx, mut szz, mut sxz, mut sxy, mut szy, mut syy) = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
+    for &(x, z, y) in points {
+        let (dx, dz, dy) = (x - mx, z - mz, y - my);
+        sxx += dx * dx;
+        szz += dz * dz;
+        sxz += dx * dz;
+        sxy += dx * dy;
+        szy += dz * dy;
+        syy += dy * dy;
+    }
+    let det = sxx * szz - sxz * sxz;
+    if sxx <= f64::EPSILON * nf || szz <= f64::EPSILON * nf || det <= 1e-6 * sxx * szz {
+        return None;
+    }
+    let slope_x = (sxy * szz - szy * sxz) / det;
+    let slope_z = (szy * sxx - sxy * sxz) / det;
+    let intercept = my - slope_x * mx - slope_z * mz;
+    let ss_res: f64 = points
+        .iter()
+        .map(|&(x, z, y)| (y - intercept - slope_x * x - slope_z * z).powi(2))
+        .sum();
+    let r2 = if syy > 0.0 { 1.0 - ss_res / syy } else { 1.0 };
+    Some(PlaneFit {
+        intercept,
+        slope_x,
+        slope_z,
+        r2,
+        n,
+    })
+}
+
 /// Pearson correlation of paired values; `None` with fewer than three pairs
 /// or no variation.
 pub fn correlation(points: &[(f64, f64)]) -> Option<f64> {
@@ -190,6 +245,27 @@ pub fn correlation(points: &[(f64, f64)]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plane_fit_recovers_both_slopes_and_refuses_collinear_inputs() {
+        // y = 10 + 20x + 2z, exactly, over x and z that vary apart.
+        let pts: Vec<(f64, f64, f64)> = (0..12)
+            .map(|i| {
+                let (x, z) = (f64::from(i % 4), f64::from(i / 3) * 1.5);
+                (x, z, 10.0 + 20.0 * x + 2.0 * z)
+            })
+            .collect();
+        let f = fit_plane(&pts).unwrap();
+        assert!((f.intercept - 10.0).abs() < 1e-9, "{f:?}");
+        assert!((f.slope_x - 20.0).abs() < 1e-9 && (f.slope_z - 2.0).abs() < 1e-9);
+        assert!((f.r2 - 1.0).abs() < 1e-12);
+        // z = 2x: the two effects cannot be told apart.
+        let line: Vec<(f64, f64, f64)> = (0..10)
+            .map(|i| (f64::from(i), 2.0 * f64::from(i), 1.0))
+            .collect();
+        assert_eq!(fit_plane(&line), None);
+        assert_eq!(fit_plane(&pts[..3]), None);
+    }
 
     #[test]
     fn sample_count_rules() {

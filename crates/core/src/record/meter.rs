@@ -9,8 +9,7 @@
 
 use super::types::*;
 use crate::decode::capped::CappedBuf;
-use crate::decode::detect;
-use crate::decode::dialect::{self, Dialect, DialectSource};
+use crate::decode::dialect::{Dialect, DialectSource};
 use crate::decode::event::Usage;
 use crate::decode::inflate::{ContentEncoding, Inflater};
 use crate::decode::ndjson::NdjsonDecoder;
@@ -265,16 +264,7 @@ impl Meter {
         request_id: Option<&[u8]>,
         content_length: Option<u64>,
     ) {
-        let (operation, path_dialect) = dialect::route_with(path, self.forced_dialect);
-        (self.operation, self.dialect) = (operation, path_dialect);
-        self.dialect_source = match (self.forced_dialect, operation.is_llm()) {
-            (Some(_), _) => Some(DialectSource::Config),
-            (None, true) => Some(DialectSource::Path),
-            (None, false) => None,
-        };
-        self.sniffing = self.dialect_source.is_none();
-        self.path_model = dialect::model_in_path(path)
-            .map(|m| request::truncate(m, request::MAX_MODEL_BYTES).to_owned());
+        self.choose_dialect(path);
         self.request_id = request_id
             .filter(|id| id.len() <= MAX_REQUEST_ID && id.iter().all(|b| b.is_ascii_graphic()))
             .and_then(|id| std::str::from_utf8(id).ok())
@@ -310,11 +300,6 @@ impl Meter {
         }
         self.req_body.release();
         None
-    }
-
-    /// An LLM call, or a request whose response may turn out to be one.
-    fn may_be_llm(&self) -> bool {
-        self.operation.is_llm() || self.sniffing
     }
 
     fn inline_parse_bytes(&self) -> usize {
@@ -396,24 +381,6 @@ impl Meter {
         }
     }
 
-    /// While sniffing: takes the dialect the stream named, or, after
-    /// `MAX_SNIFFED_EVENTS` events that named none, stops reading a stream
-    /// that is no LLM stream.
-    /// `ended`: the body ended, nothing more will name it.
-    fn settle_dialect(&mut self, ended: bool) {
-        if let Some((dialect, operation)) = self.stream.detected {
-            (self.dialect, self.operation) = (dialect, operation);
-            self.dialect_source = Some(DialectSource::Content);
-            self.sniffing = false;
-        } else if ended
-            || self.stream.events >= detect::MAX_SNIFFED_EVENTS
-            || matches!(self.body, Body::Poisoned)
-        {
-            self.body = Body::Idle;
-            self.sniffing = false;
-        }
-    }
-
     /// The upstream body ended (the last byte has been seen).
     pub fn response_end(&mut self, at: Instant) {
         self.t_body_end = Some(at);
@@ -444,10 +411,7 @@ impl Meter {
                         self.verdict = Some(verdict::verdict(body));
                     }
                     if std::mem::take(&mut self.sniffing) {
-                        if let Some((dialect, operation)) = detect::from_body(body) {
-                            (self.dialect, self.operation) = (dialect, operation);
-                            self.dialect_source = Some(DialectSource::Content);
-                        }
+                        self.dialect_from_body(body);
                     }
                     if self.operation.is_llm() {
                         match self.dialect.classify_json(body) {
@@ -470,6 +434,7 @@ impl Meter {
 mod body;
 mod finish;
 mod guard;
+mod sniff;
 mod stream;
 use body::{Body, Decoding};
 pub use guard::MeterCall;

@@ -276,6 +276,8 @@ pub const ALL: &[&MetricDef] = &[
     &W_CACHED_RATIO.def,
     &W_CACHE_HIT_RATIO.def,
     &W_CACHE_TTFT.def,
+    &W_CACHE_SAVED.def,
+    &W_CACHED_COST.def,
     &W_PREFIX_REUSE.def,
     &W_CONTEXT_TTFT.def,
     &W_CONTEXT_PREFILL.def,

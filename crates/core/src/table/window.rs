@@ -223,7 +223,7 @@ pub const W_CACHED_RATIO: Metric<TapLabels> = window(    "tokentap_window_cached
 pub const W_CACHE_HIT_RATIO: Metric<TapLabels> = window(    "tokentap_window_cache_hit_ratio",
     "tokentap.window.cache_hit_ratio",
     Unit::Ratio,
-    "Share of requests reporting cached tokens > 0 (realised prefix-cache hits) in the last window.",
+    "Share of requests with at least `analysis.cache_hit_share` (default 0.5) of their input tokens cached (realised prefix-cache hits) in the last window; a chat template's few cached tokens are no hit.",
     "requests whose usage reports cached tokens",
     &[Test::PrefixCache],
 );
@@ -232,8 +232,26 @@ pub const W_CACHE_TTFT: Metric<TapCache> = window(
     "tokentap_window_cache_ttft_mean_seconds",
     "tokentap.window.cache.ttft",
     Unit::Seconds,
-    "Mean TTFT of requests with (`hit`) and without (`miss`) cached tokens in the last window.",
+    "Mean TTFT of hits (`hit`, as for the hit ratio) and of the other requests (`miss`) in the last window. Descriptive only: hits and misses differ in prompt length too; what caching saved is `tokentap_window_cache_ttft_saved_per_hit_seconds`.",
     "completed requests whose usage reports cached tokens",
+    &[Test::PrefixCache],
+);
+
+pub const W_CACHE_SAVED: Metric<TapLabels> = window(
+    "tokentap_window_cache_ttft_saved_per_hit_seconds",
+    "tokentap.window.cache.ttft_saved_per_hit",
+    Unit::Seconds,
+    "Mean TTFT a hit's cached tokens saved it in the last window: (b − c) × its cached tokens, from the least-squares fit TTFT ≈ a + b·uncached + c·cached input tokens over the window's completed requests (docs/analyses.md).",
+    "windows with 8+ completed requests reporting cached tokens, cached and uncached counts varying apart, and a hit",
+    &[Test::PrefixCache],
+);
+
+pub const W_CACHED_COST: Metric<TapLabels> = window(
+    "tokentap_window_cached_token_cost_ratio",
+    "tokentap.window.cached_token_cost",
+    Unit::Ratio,
+    "What a cached input token adds to TTFT relative to an uncached one (c / b of the same fit): 0 = free, 1 = the cache saves nothing.",
+    "as for the saving, hits not needed",
     &[Test::PrefixCache],
 );
 

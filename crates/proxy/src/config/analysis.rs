@@ -38,9 +38,16 @@ pub struct AnalysisFile {
     pub history_windows: usize,
     #[serde(default = "twenty_thousand")]
     pub max_window_samples: usize,
+    /// Prefix cache: a hit has at least this share of its prompt cached.
+    #[serde(default = "half")]
+    pub cache_hit_share: f64,
     /// Engine metrics endpoints to scrape (KV-cache usage, preemptions).
     #[serde(default)]
     pub engines: Vec<EngineFile>,
+}
+
+fn half() -> f64 {
+    tokentap_core::analysis::cache::DEFAULT_HIT_SHARE
 }
 
 impl Default for AnalysisFile {
@@ -58,6 +65,7 @@ impl Default for AnalysisFile {
             fairness_min_requests: three(),
             history_windows: sixty_usize(),
             max_window_samples: twenty_thousand(),
+            cache_hit_share: half(),
             engines: Vec::new(),
         }
     }
@@ -250,6 +258,9 @@ pub fn analysis(a: &AnalysisFile) -> Result<Option<AnalysisConfig>, ConfigError>
             "must be in 1..=10000000",
         ));
     }
+    if !(a.cache_hit_share > 0.0 && a.cache_hit_share <= 1.0) {
+        return Err(err("analysis.cache_hit_share", "must be in (0, 1]"));
+    }
     if a.top_tenants == 0 || a.top_tenants > 1_000 {
         return Err(err("analysis.top_tenants", "must be in 1..=1000"));
     }
@@ -280,6 +291,7 @@ pub fn analysis(a: &AnalysisFile) -> Result<Option<AnalysisConfig>, ConfigError>
         fairness_min_requests: a.fairness_min_requests.max(1),
         history_windows: a.history_windows,
         max_window_samples: a.max_window_samples,
+        cache_hit_share: a.cache_hit_share,
     };
     Ok(a.enabled.then_some(AnalysisConfig {
         settings,

@@ -221,6 +221,11 @@ impl WindowSink for WindowGauges {
             o.put(&table::W_CACHE_HIT_RATIO, c.hit_ratio);
             o.cache(CacheResult::Hit, c.ttft_hit_ms.mean);
             o.cache(CacheResult::Miss, c.ttft_miss_ms.mean);
+            o.put(
+                &table::W_CACHE_SAVED,
+                c.saving_per_hit_ms.map(|ms| ms / 1e3),
+            );
+            o.put(&table::W_CACHED_COST, c.cached_token_cost_ratio);
             for (p, prefix) in c.prefix_reuse.iter().zip(PrefixSize::ALL) {
                 let labels = TapPrefix {
                     tap: tap.tap.clone(),

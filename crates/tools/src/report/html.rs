@@ -8,7 +8,7 @@ use super::charts;
 use super::markdown;
 use pulldown_cmark::{html, Options, Parser};
 use tokentap_core::analysis::span_report::{Report, TapReport};
-use tokentap_core::analysis::{Sample, Test};
+use tokentap_core::analysis::{cache, Sample, Test};
 
 /// The charts each tap section carries, by element id suffix.
 pub const CHARTS: [&str; 7] = [
@@ -50,9 +50,13 @@ fn tap_charts(t: &TapReport, samples: &[&Sample]) -> Vec<(&'static str, String)>
         .flat_map(|s| s.gaps_ms.iter().copied())
         .collect();
     let (mut hit, mut miss) = (Vec::new(), Vec::new());
+    let share = a
+        .prefix_cache
+        .measured()
+        .map_or(cache::DEFAULT_HIT_SHARE, |c| c.hit_share);
     for s in samples.iter().filter(|s| s.is_ok()) {
         match (s.cached_tokens, s.ttft_ms) {
-            (Some(c), Some(t)) if c > 0 => hit.push(t),
+            (Some(c), Some(t)) if cache::is_hit(c, s.input_tokens, share) => hit.push(t),
             (Some(_), Some(t)) => miss.push(t),
             _ => {}
         }

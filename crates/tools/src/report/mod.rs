@@ -50,12 +50,19 @@ pub struct ReportArgs {
     /// Tenants shown by name (the rest are `other`).
     #[arg(long, default_value_t = 10)]
     pub top_tenants: usize,
+    /// Prefix cache: a request is a hit with at least this share of its
+    /// input tokens cached.
+    #[arg(long, default_value_t = tokentap_core::analysis::cache::DEFAULT_HIT_SHARE)]
+    pub cache_hit_share: f64,
 }
 
 impl ReportArgs {
     pub fn settings(&self) -> anyhow::Result<AnalysisSettings> {
         if !(self.window_seconds.is_finite() && self.window_seconds > 0.0) {
             anyhow::bail!("--window-seconds must be positive");
+        }
+        if !(self.cache_hit_share > 0.0 && self.cache_hit_share <= 1.0) {
+            anyhow::bail!("--cache-hit-share must be in (0, 1]");
         }
         let d = AnalysisSettings::default();
         Ok(AnalysisSettings {
@@ -74,6 +81,7 @@ impl ReportArgs {
             },
             tenant: TenantSource::ApiKey,
             top_tenants: self.top_tenants.max(1),
+            cache_hit_share: self.cache_hit_share,
             ..d
         })
     }

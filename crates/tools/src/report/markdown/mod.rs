@@ -104,7 +104,7 @@ pub fn header(r: &Report) -> String {
     let slo = |v: Option<f64>| v.map_or("unset".into(), |v| format!("{} ms", num(v)));
     let _ = writeln!(
         out,
-        "Settings: window {} s · SLOs TTFT {}, TPOT {}, E2E {} · capacity target {} · stall > {}× median (≥ {} ms) or > {} ms.",
+        "Settings: window {} s · SLOs TTFT {}, TPOT {}, E2E {} · capacity target {} · stall > {}× median (≥ {} ms) or > {} ms · cache hit ≥ {} of the prompt cached.",
         num(s.window.as_secs_f64()),
         slo(s.slo.ttft_ms),
         slo(s.slo.tpot_ms),
@@ -113,6 +113,7 @@ pub fn header(r: &Report) -> String {
         num(s.stall.multiple),
         num(s.stall.floor_ms),
         num(s.stall.absolute_ms),
+        num(s.cache_hit_share),
     );
     out
 }

@@ -100,22 +100,41 @@ pub(super) fn tests(out: &mut String, a: &Analysis) {
         |o, v| {
             let _ = writeln!(
             o,
-            "- Realised (usage): cached-token ratio {}, hit ratio {} ({} of {} requests reporting)",
+            "- Realised (usage): cached-token ratio {}, hit ratio {} ({} of {} requests reporting; a hit has ≥ {} of its prompt cached)",
             opt(v.cached_token_ratio, ""),
             opt(v.hit_ratio, ""),
             v.hits,
-            v.requests_reporting
+            v.requests_reporting,
+            num(v.hit_share)
         );
+            match &v.fit {
+                Some(f) => {
+                    let _ = writeln!(
+                        o,
+                        "- TTFT = {} ms + {} ms per 1k uncached + {} ms per 1k cached input tokens (R² {}, n = {})",
+                        num(f.intercept_ms),
+                        num(f.uncached_ms_per_1k),
+                        num(f.cached_ms_per_1k),
+                        num(f.r2),
+                        f.n
+                    );
+                }
+                None => {
+                    let _ = writeln!(o, "- TTFT fit on uncached and cached tokens: not possible (fewer than 8 completed requests, or cached and uncached counts moving together)");
+                }
+            }
             let _ = writeln!(
                 o,
-                "- TTFT with a cache hit: {}",
-                summary(&v.ttft_hit_ms, " ms")
+                "- A cached token costs {} of an uncached one; its cached tokens saved a hit {} of TTFT (a request on average {})",
+                opt(v.cached_token_cost_ratio, ""),
+                opt(v.saving_per_hit_ms, " ms"),
+                opt(v.saving_per_request_ms, " ms")
             );
-            let _ = writeln!(o, "- TTFT without: {}", summary(&v.ttft_miss_ms, " ms"));
             let _ = writeln!(
                 o,
-                "- Saving (mean miss − mean hit): {}",
-                opt(v.ttft_saving_ms, " ms")
+                "- TTFT of hits: {}; of the others: {} (descriptive: they differ in prompt length too)",
+                summary(&v.ttft_hit_ms, " ms"),
+                summary(&v.ttft_miss_ms, " ms")
             );
             for p in &v.prefix_reuse {
                 let _ = writeln!(
