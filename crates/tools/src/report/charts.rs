@@ -3,12 +3,13 @@
 //! with nothing to draw it returns a chart that says why, so the page always
 //! has every chart.
 
+use plotters::coord::CoordTranslate;
 use plotters::prelude::*;
+use std::ops::Range;
 use tokentap_core::analysis::context::ContextReport;
 use tokentap_core::analysis::fairness::FairnessReport;
 use tokentap_core::analysis::itl::StallEvent;
 use tokentap_core::analysis::series::Curve;
-use tokentap_core::analysis::stats::quantile_unchecked;
 
 const W: u32 = 640;
 const H: u32 = 360;
@@ -46,12 +47,53 @@ pub fn empty(message: &str) -> String {
     out
 }
 
-fn range(lo: f64, hi: f64) -> std::ops::Range<f64> {
+fn range(lo: f64, hi: f64) -> Range<f64> {
     if hi > lo {
         lo..hi + (hi - lo) * 0.05
     } else {
         lo..lo + 1.0
     }
+}
+
+/// An axis that holds every (finite) value: from the lowest (or 0) to the
+/// highest, with 5 % headroom. Every chart's axes come from here, so no
+/// point falls outside them.
+fn axis(values: impl IntoIterator<Item = f64>) -> Range<f64> {
+    let (lo, hi) = values
+        .into_iter()
+        .filter(|v| v.is_finite())
+        .fold((0.0_f64, 0.0_f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    range(lo, hi)
+}
+
+/// The chart area every chart shares: title, margins, label areas.
+fn frame<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    title: &str,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut b = ChartBuilder::on(root);
+    b.caption(title, ("sans-serif", 18))
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(55);
+    b
+}
+
+/// The legend box every chart with several series draws.
+fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    at: SeriesLabelPosition,
+) -> Res
+where
+    DB::ErrorType: 'static,
+{
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(at)
+        .draw()?;
+    Ok(())
 }
 
 /// Sorted values thinned to at most `MAX_LINE_POINTS` CDF points.
@@ -70,8 +112,17 @@ fn cdf_points(sorted: &[f64]) -> Vec<(f64, f64)> {
     pts
 }
 
-/// Cumulative distributions of one or more series (values in any order).
-pub fn cdf(title: &str, x_desc: &str, series: &[(&str, Vec<f64>)], why_empty: &str) -> String {
+/// What a CDF chart plots: its x axis and each series' points, the last
+/// at (largest value, 1.0).
+struct CdfPlan<'a> {
+    x: Range<f64>,
+    series: Vec<CdfSeries<'a>>,
+}
+
+/// A series' name, its number of values, its points.
+type CdfSeries<'a> = (&'a str, usize, Vec<(f64, f64)>);
+
+fn cdf_plan<'a>(series: &[(&'a str, Vec<f64>)]) -> Option<CdfPlan<'a>> {
     let sorted: Vec<(&str, Vec<f64>)> = series
         .iter()
         .map(|(name, v)| {
@@ -82,46 +133,37 @@ pub fn cdf(title: &str, x_desc: &str, series: &[(&str, Vec<f64>)], why_empty: &s
         .filter(|(_, v)| !v.is_empty())
         .collect();
     if sorted.is_empty() {
-        return empty(why_empty);
+        return None;
     }
-    // Clip the axis at the 99.5th percentile so one outlier does not squash
-    // the curve (the tail is in the tables).
-    let hi = sorted
+    // The whole range: every curve reaches 1.0 at its largest value.
+    let x = axis(sorted.iter().flat_map(|(_, v)| v.iter().copied()));
+    let series = sorted
         .iter()
-        .filter_map(|(_, v)| quantile_unchecked(v, 0.995))
-        .fold(0.0, f64::max);
-    let lo = sorted
-        .iter()
-        .filter_map(|(_, v)| v.first().copied())
-        .fold(f64::INFINITY, f64::min)
-        .min(0.0);
+        .map(|(name, v)| (*name, v.len(), cdf_points(v)))
+        .collect();
+    Some(CdfPlan { x, series })
+}
+
+/// Cumulative distributions of one or more series (values in any order).
+pub fn cdf(title: &str, x_desc: &str, series: &[(&str, Vec<f64>)], why_empty: &str) -> String {
+    let Some(plan) = cdf_plan(series) else {
+        return empty(why_empty);
+    };
     svg(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(50)
-            .build_cartesian_2d(range(lo, hi), 0.0..1.0)?;
+        let mut chart = frame(root, title).build_cartesian_2d(plan.x.clone(), 0.0..1.0)?;
         chart
             .configure_mesh()
             .x_desc(x_desc)
             .y_desc("fraction ≤ x")
             .draw()?;
-        for (i, (name, v)) in sorted.iter().enumerate() {
+        for (i, (name, n, pts)) in plan.series.iter().enumerate() {
             let color = Palette99::pick(i).to_rgba();
-            let pts: Vec<(f64, f64)> = cdf_points(v).into_iter().filter(|p| p.0 <= hi).collect();
             chart
-                .draw_series(LineSeries::new(pts, color.stroke_width(2)))?
-                .label(format!("{name} (n = {})", v.len()))
+                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))?
+                .label(format!("{name} (n = {n})"))
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerRight)
-            .draw()?;
-        Ok(())
+        legend(&mut chart, SeriesLabelPosition::LowerRight)
     })
 }
 
@@ -141,25 +183,23 @@ pub fn tradeoff(c: &Curve) -> String {
     if pts.is_empty() && thr.is_empty() {
         return empty("no window had TPOT samples");
     }
-    let x_hi = c
-        .points
-        .iter()
-        .map(|p| p.concurrency.mean)
-        .fold(0.0, f64::max);
-    let y_hi = pts.iter().map(|p| p.1).fold(0.0, f64::max);
-    let t_hi = thr.iter().map(|p| p.1).fold(0.0, f64::max);
+    let knee = c.knee.as_ref().map(|k| (k.concurrency, k.tpot_ms));
+    let x = axis(
+        c.points
+            .iter()
+            .map(|p| p.concurrency.mean)
+            .chain(knee.map(|k| k.0)),
+    );
+    let y = axis(pts.iter().map(|p| p.1).chain(knee.map(|k| k.1)));
+    let t = axis(thr.iter().map(|p| p.1));
     svg(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(
-                format!("Throughput–latency: {q} TPOT and output tokens/s by window"),
-                ("sans-serif", 18),
-            )
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(55)
-            .right_y_label_area_size(55)
-            .build_cartesian_2d(range(0.0, x_hi), range(0.0, y_hi))?
-            .set_secondary_coord(range(0.0, x_hi), range(0.0, t_hi));
+        let mut chart = frame(
+            root,
+            &format!("Throughput–latency: {q} TPOT and output tokens/s by window"),
+        )
+        .right_y_label_area_size(55)
+        .build_cartesian_2d(x.clone(), y)?
+        .set_secondary_coord(x, t);
         chart
             .configure_mesh()
             .x_desc("concurrency (time-weighted mean)")
@@ -192,13 +232,7 @@ pub fn tradeoff(c: &Curve) -> String {
                 .label(format!("knee at {:.1}", k.concurrency))
                 .legend(|(x, y)| Circle::new((x + 10, y), 5, RED.stroke_width(2)));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()?;
-        Ok(())
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)
     })
 }
 
@@ -207,15 +241,11 @@ pub fn ttft_vs_input(c: &ContextReport) -> String {
     if c.points.is_empty() {
         return empty("no request with input tokens and a TTFT");
     }
-    let x_hi = c.points.iter().map(|p| p.0).fold(0.0, f64::max);
-    let y_hi = c.points.iter().map(|p| p.1).fold(0.0, f64::max);
+    let x = axis(c.points.iter().map(|p| p.0));
+    let y = axis(c.points.iter().map(|p| p.1));
+    let x_hi = x.end;
     svg(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption("TTFT vs input length", ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(55)
-            .build_cartesian_2d(range(0.0, x_hi), range(0.0, y_hi))?;
+        let mut chart = frame(root, "TTFT vs input length").build_cartesian_2d(x, y)?;
         chart
             .configure_mesh()
             .x_desc("uncached input tokens")
@@ -242,13 +272,7 @@ pub fn ttft_vs_input(c: &ContextReport) -> String {
                 ))
                 .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], RED));
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::UpperLeft)
-            .draw()?;
-        Ok(())
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)
     })
 }
 
@@ -262,19 +286,14 @@ pub fn fairness(f: &FairnessReport) -> String {
     if bars.is_empty() {
         return empty("no tenant with a TTFT");
     }
-    let y_hi = bars.iter().map(|b| b.1).fold(0.0, f64::max);
+    let y = axis(bars.iter().map(|b| b.1));
     let n = bars.len();
     svg(|root| {
         let title = format!(
             "Mean TTFT per tenant (Jain {})",
             f.jain_ttft.map_or("n/a".into(), |j| format!("{j:.3}"))
         );
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 18))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(55)
-            .build_cartesian_2d(0.0..n as f64, range(0.0, y_hi))?;
+        let mut chart = frame(root, &title).build_cartesian_2d(0.0..n as f64, y)?;
         let names: Vec<String> = bars.iter().map(|b| b.0.to_owned()).collect();
         chart
             .configure_mesh()
@@ -304,18 +323,11 @@ pub fn stalls(events: &[StallEvent], start_unix_ms: f64) -> String {
         .iter()
         .map(|e| ((e.at_unix_ms - start_unix_ms) / 1e3, e.gap_ms))
         .collect();
-    let x_hi = pts.iter().map(|p| p.0).fold(0.0, f64::max);
-    let y_hi = pts.iter().map(|p| p.1).fold(0.0, f64::max);
+    let x = axis(pts.iter().map(|p| p.0));
+    let y = axis(pts.iter().map(|p| p.1));
     svg(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(
-                format!("Stalls over time ({})", events.len()),
-                ("sans-serif", 18),
-            )
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(55)
-            .build_cartesian_2d(range(0.0, x_hi), range(0.0, y_hi))?;
+        let mut chart = frame(root, &format!("Stalls over time ({})", events.len()))
+            .build_cartesian_2d(x, y)?;
         chart
             .configure_mesh()
             .x_desc("seconds since the first request")
@@ -337,5 +349,55 @@ mod tests {
         let e = cdf("TTFT", "ms", &[("all", vec![])], "no streams");
         assert!(e.contains("no streams"));
         assert!(stalls(&[], 0.0).contains("no stalls"));
+    }
+
+    /// A long tail (the real engine's 13.9 s TTFT among ~1 s ones), a
+    /// negative value, one value alone: every CDF reaches 1.0 at its
+    /// largest value and the axis holds every value.
+    #[test]
+    fn every_cdf_reaches_one_at_its_maximum_inside_the_axis() {
+        let mut tail: Vec<f64> = (0..999).map(|i| 900.0 + f64::from(i)).collect();
+        tail.push(13_900.0);
+        let cases: Vec<Vec<(&str, Vec<f64>)>> = vec![
+            vec![("all", tail.clone())],
+            vec![
+                ("hit", vec![-3.0, 5.0]),
+                ("miss", vec![40.0, 7.0, f64::NAN]),
+            ],
+            vec![("one", vec![12.5])],
+            vec![("big", (0..10_000).map(f64::from).collect())],
+        ];
+        for series in cases {
+            let plan = cdf_plan(&series).unwrap();
+            for ((_, values), (name, n, pts)) in series.iter().zip(&plan.series) {
+                let finite: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+                let max = finite.iter().copied().fold(f64::MIN, f64::max);
+                assert_eq!(*n, finite.len());
+                assert_eq!(pts.last(), Some(&(max, 1.0)), "{name}");
+                for v in &finite {
+                    assert!(plan.x.contains(v), "{name}: {v} outside {:?}", plan.x);
+                }
+                assert!(pts.windows(2).all(|w| w[0].0 <= w[1].0 && w[0].1 <= w[1].1));
+                assert!(pts.len() <= MAX_LINE_POINTS + 1);
+            }
+        }
+        assert!(cdf_plan(&[("none", vec![])]).is_none());
+    }
+
+    #[test]
+    fn every_axis_holds_every_point() {
+        for values in [
+            vec![3.0, 13_900.0, 1.0],
+            vec![-250.0, 10.0],
+            vec![0.0],
+            vec![7.0, 7.0],
+            vec![],
+        ] {
+            let a = axis(values.iter().copied().chain([f64::INFINITY]));
+            assert!(a.start < a.end);
+            for v in &values {
+                assert!(a.contains(v), "{v} outside {a:?}");
+            }
+        }
     }
 }
