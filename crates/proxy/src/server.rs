@@ -149,7 +149,10 @@ pub(crate) fn build_with_grace(
         // is cut (and counted by the drain); the flush has its own bound.
         graceful_shutdown_timeout_seconds: Some(config.shutdown_timeout.as_secs().min(1)),
         // POSTs are never retried once sent; connect failures are not either.
-        max_retries: 1,
+        // A request refused a stale pooled connection before any of it was
+        // sent (proxy::stale) is, on the next pooled connection, which may be
+        // stale too: up to three times.
+        max_retries: 3,
         ..Default::default()
     };
     let analyses = Analyses::start(config, &metrics).map_err(StartError::Thread)?;

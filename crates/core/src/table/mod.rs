@@ -294,6 +294,7 @@ pub const ALL: &[&MetricDef] = &[
     &CONFIG_RESTART_PENDING.def,
     &REJECTED.def,
     &CONNECTIONS_OPEN.def,
+    &STALE_UPSTREAM.def,
     &SHUTDOWN_CUT.def,
     &TENANT_REQUESTS.def,
     &TENANT_TTFT.def,

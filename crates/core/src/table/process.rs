@@ -135,6 +135,19 @@ pub const CONNECTIONS_OPEN: Metric<TapLabels> = Metric::new(Spec {
     tests: &[],
 });
 
+pub const STALE_UPSTREAM: Metric<TapLabels> = Metric::new(Spec {
+    name: "tokentap_upstream_stale_connections_total",
+    otel_name: "tokentap.upstream.stale_connections",
+    kind: Kind::Counter,
+    unit: Unit::Connections,
+    help: "Pooled upstream connections the upstream had already closed when a request was about to be written on one (servers that answer Keep-Alive yet close after every stream, such as llama.cpp's llama-server): the request was sent on a new connection instead, none of it having left, so the client sees no error. Once most reused connections of a tap were found closed (two at least), the tap asks its upstream for `Connection: close` and this stops growing.",
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "each time, before the request is sent again",
+    tests: &[],
+});
+
 pub const SHUTDOWN_CUT: Metric<TapLabels> = Metric::new(Spec {
     name: "tokentap_shutdown_cut_total",
     otel_name: "tokentap.shutdown.cut",

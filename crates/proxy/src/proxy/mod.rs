@@ -19,6 +19,7 @@
 
 mod ctx;
 pub mod errors;
+mod stale;
 mod tap;
 pub mod upstream_io;
 
@@ -191,6 +192,13 @@ impl ProxyHttp for TapProxy {
         if ctx.measure && ctx.settings.config.accept_encoding_identity {
             upstream_request.insert_header(http::header::ACCEPT_ENCODING, "identity")?;
         }
+        if ctx.settings.reuse.closes_after_responses()
+            && !upstream_request.headers.contains_key(http::header::UPGRADE)
+        {
+            // This upstream closes after responses (`stale`): say so, and
+            // the connection is not pooled to be found closed later.
+            upstream_request.insert_header(http::header::CONNECTION, "close")?;
+        }
         if let Some(t) = ctx.inject_trace {
             upstream_request.insert_header("traceparent", t.to_string())?;
         }
@@ -314,6 +322,61 @@ impl ProxyHttp for TapProxy {
         if emitted.is_err() {
             tracing::error!(tap = %self.tap.labels.tap, "a record sink panicked; the record is lost");
         }
+    }
+
+    /// A reused connection the upstream already closed is refused before
+    /// the request is written on it (`stale`), and counted; the tap learns
+    /// from it whether its upstream closes after responses.
+    async fn connected_to_upstream(
+        &self,
+        _session: &mut Session,
+        reused: bool,
+        _peer: &HttpPeer,
+        #[cfg(unix)] fd: std::os::unix::io::RawFd,
+        #[cfg(windows)] _sock: std::os::windows::io::RawSocket,
+        _digest: Option<&pingora::protocols::Digest>,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        #[cfg(unix)]
+        if reused
+            && self
+                .tap
+                .reused_upstream(&ctx.settings.reuse, stale::closed_by_peer(fd))
+        {
+            return Error::e_explain(
+                stale::STALE,
+                "the upstream closed this pooled connection before the request was sent",
+            );
+        }
+        Ok(())
+    }
+
+    /// pingora's rule (retry only idempotent requests whose body is still
+    /// buffered, on a reused connection), plus: a request refused because
+    /// its pooled connection was already closed is sent again on another
+    /// one, whatever its method: none of it was sent.
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        ctx: &mut RequestCtx,
+        client_reused: bool,
+    ) -> Box<Error> {
+        if client_reused && e.etype == pingora::ErrorType::ConnectionClosed {
+            self.tap.closed_before_answer(&ctx.settings.reuse);
+        }
+        let mut e = e.more_context(format!("Peer: {peer}"));
+        if e.etype == stale::STALE {
+            e.set_retry(true);
+        } else if !session.req_header().method.is_idempotent()
+            || session.as_ref().retry_buffer_truncated()
+        {
+            e.set_retry(false);
+        } else {
+            e.retry.decide_reuse(client_reused);
+        }
+        e
     }
 
     fn suppress_error_log(&self, _session: &Session, ctx: &RequestCtx, e: &Error) -> bool {

@@ -27,12 +27,19 @@ const UPSTREAM_POOL_IDLE: Duration = Duration::from_secs(60);
 pub struct TapSettings {
     pub config: TapConfig,
     peer: HttpPeer,
+    /// Whether this upstream closes connections after responses: learned
+    /// anew when a reload swaps the settings (the upstream may be another).
+    pub reuse: super::stale::ReuseHint,
 }
 
 impl TapSettings {
     pub fn new(config: TapConfig) -> Self {
         let peer = peer_template(&config);
-        TapSettings { config, peer }
+        TapSettings {
+            config,
+            peer,
+            reuse: Default::default(),
+        }
     }
 
     /// The upstream peer for one request.
@@ -158,6 +165,36 @@ impl Tap {
         };
         self.metrics
             .add(&tokentap_core::table::USAGE_INJECTION, &labels, 1);
+    }
+
+    /// A request was given a reused upstream connection, found `stale`
+    /// (closed by the upstream) or not; returns `stale`. Stale ones are
+    /// counted, and teach [`super::stale::ReuseHint`].
+    pub fn reused_upstream(&self, reuse: &super::stale::ReuseHint, stale: bool) -> bool {
+        if stale {
+            self.metrics
+                .add(&tokentap_core::table::STALE_UPSTREAM, &self.labels, 1);
+            tracing::debug!(tap = %self.labels.tap, "pooled upstream connection was closed; sending on a new one");
+        }
+        if reuse.checked(stale) {
+            self.learned_closes();
+        }
+        stale
+    }
+
+    /// A reused upstream connection was closed before any byte of the
+    /// answer (the request failed: pingora's 502); teaches `reuse`.
+    pub fn closed_before_answer(&self, reuse: &super::stale::ReuseHint) {
+        if reuse.closed_before_answer() {
+            self.learned_closes();
+        }
+    }
+
+    fn learned_closes(&self) {
+        tracing::info!(
+            tap = %self.labels.tap,
+            "the upstream closes its connections after responses: asking for Connection: close from now on"
+        );
     }
 
     /// Counts a refused request or connection.
