@@ -1,7 +1,7 @@
 # One entry point for humans and CI: `make test` is exactly what CI runs.
 CARGO ?= cargo
 
-.PHONY: all deps build test lint deploy-check purity deny unit it demo fuzz soak bench clean
+.PHONY: all deps engine build test test-engine lint deploy-check purity deny unit it demo fuzz soak bench clean
 
 all: build
 
@@ -43,8 +43,19 @@ purity:
 unit: deps
 	$(CARGO) test --release --locked --workspace --lib --bins
 
-it: deps
+it: deps engine
 	$(CARGO) test --release --locked --test it
+
+# A real engine for it::engine: llama.cpp's llama-server, built (CPU only)
+# from the llama.cpp vendored in the llama-cpp-python sdist on PyPI, and a
+# tiny random-weight GGUF model (scripts/tiny_gguf.py). Cached in
+# .cache/engine/: ~6 minutes cold on 2 cores, nothing when warm.
+engine: deps
+	@./scripts/engine.sh >/dev/null
+
+# Only the real-engine tests (prints their figures).
+test-engine: deps engine
+	$(CARGO) test --release --locked --test it engine:: -- --nocapture
 
 # Supply chain: licenses, banned crates, sources, and advisories (the live
 # RustSec database where github.com answers, else the snapshot in

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing tokentap needs and is missing:
-#   cmake      pingora's zlib-ng build (Debian/Ubuntu: apt)
+#   cmake      pingora's zlib-ng build, and llama.cpp's (Debian/Ubuntu: apt)
+#   g++        llama.cpp's server, the real engine of it::engine (scripts/engine.sh)
 #   promtool   `promtool check metrics` in the tests (Debian/Ubuntu: package prometheus)
 #   nginx      a real gateway hop between two taps in the attribution tests
 #   haproxy    the coalescing middlebox of the benchmark's accuracy-cell test
@@ -15,6 +16,7 @@ cd "$(dirname "$0")/.."
 
 apt_packages=()
 command -v cmake >/dev/null 2>&1 || apt_packages+=(cmake)
+command -v g++ >/dev/null 2>&1 || apt_packages+=(g++)
 command -v promtool >/dev/null 2>&1 || apt_packages+=(prometheus)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_packages+=(nginx-light)
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || apt_packages+=(haproxy)

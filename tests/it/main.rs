@@ -17,6 +17,7 @@ mod collector;
 mod config_cli;
 mod dashboards;
 mod dialects;
+mod engine;
 mod failopen;
 mod failures;
 mod fleet_prometheus;

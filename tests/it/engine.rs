@@ -1,0 +1,592 @@
+//! A real engine: llama.cpp's `llama-server` (CPU, built by
+//! `scripts/engine.sh` from the llama.cpp vendored in the llama-cpp-python
+//! sdist; `make engine`) serving a random-weight GGUF model
+//! (`scripts/tiny_gguf.py`), one thread, one slot, no host-RAM prompt cache.
+//!
+//! - Streams and answers through a tap equal direct ones (texts, and bytes
+//!   but for ids, creation times and the engine's own timings), with
+//!   `cache_prompt: false` (random weights make cached and uncached runs
+//!   diverge).
+//! - TTFT, inter-token latency (gap by gap) and the decode span against
+//!   the official `openai` client's own chunk times.
+//! - The tap learns that llama-server closes its connections after every
+//!   stream (`teach`), and no request races a closing connection.
+//! - The long-context slope against the engine's own
+//!   `timings.prompt_ms / prompt_n`.
+//! - The prefix-cache figures against the engine's `timings.cache_n`.
+//!
+//! `make test-engine` runs only these and prints their figures.
+
+use crate::analyses::now_ms;
+use crate::support::*;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use tokentap_core::analysis::stats::{fit_line, fit_plane};
+use tokentap_core::record::{Outcome, TokenSource};
+use tokentap_net::client;
+
+fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".cache/engine")
+}
+
+/// A running llama-server on a free loopback port.
+struct Engine {
+    child: Child,
+    addr: std::net::SocketAddr,
+}
+
+impl Engine {
+    fn start() -> Engine {
+        let bin = cache_dir().join("bin/llama-server");
+        let model = cache_dir().join("tiny.gguf");
+        assert!(
+            bin.exists() && model.exists(),
+            "no llama-server or model in .cache/engine: run `make engine` (scripts/engine.sh)"
+        );
+        let addr = free_addr();
+        let child = Command::new(&bin)
+            .arg("-m")
+            .arg(&model)
+            .args(["--alias", "tiny", "--host", "127.0.0.1", "--port"])
+            .arg(addr.port().to_string())
+            .args(["-t", "1", "-tb", "1", "-c", "8192", "-np", "1"])
+            .args(["--cache-ram", "0", "--no-webui"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("llama-server starts");
+        let e = Engine { child, addr };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if health(addr) {
+                return e;
+            }
+            assert!(Instant::now() < deadline, "llama-server never became ready");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `GET /health` answers 200 (503 while the model loads).
+fn health(addr: std::net::SocketAddr) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = s.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    let mut buf = [0u8; 64];
+    matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"HTTP/1.1 200"))
+}
+
+/// Text of `n` words from the model's own training vocabulary (varied by
+/// `seed`, so distinct prompts share nothing beyond the chat template).
+fn words(n: usize, seed: u64) -> String {
+    const W: [&str; 24] = [
+        "the", "quick", "brown", "fox", "jumps", "over", "lazy", "dog", "pack", "my", "box",
+        "with", "five", "dozen", "liquor", "jugs", "time", "small", "robot", "once", "upon", "a",
+        "tokens", "stream",
+    ];
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            W[(x % W.len() as u64) as usize]
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn chat(content: &str, max_tokens: u32, stream: bool, usage: bool, cache: bool) -> Vec<u8> {
+    let mut v = serde_json::json!({
+        "model": "tiny", "messages": [{"role": "user", "content": content}],
+        "max_tokens": max_tokens, "temperature": 0, "seed": 1, "cache_prompt": cache,
+        "stream": stream,
+    });
+    if usage {
+        v["stream_options"] = serde_json::json!({"include_usage": true});
+    }
+    serde_json::to_vec(&v).unwrap()
+}
+
+/// Every JSON object of an SSE body (or the body itself).
+fn objects(body: &[u8]) -> Vec<serde_json::Value> {
+    let text = String::from_utf8_lossy(body);
+    if !text.starts_with("data:") {
+        return serde_json::from_slice(body).into_iter().collect();
+    }
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect()
+}
+
+/// The body with what differs between two runs of one request removed:
+/// ids, creation times and the engine's own timings.
+fn normalised(body: &[u8]) -> String {
+    let strip = |mut v: serde_json::Value| {
+        if let Some(o) = v.as_object_mut() {
+            for k in ["id", "created", "timings"] {
+                o.remove(k);
+            }
+        }
+        v.to_string()
+    };
+    let text = String::from_utf8_lossy(body);
+    if !text.starts_with("data:") {
+        return serde_json::from_slice(body).map(strip).unwrap_or_default();
+    }
+    text.split("\n\n")
+        .map(|event| match event.strip_prefix("data: ") {
+            Some(d) => match serde_json::from_str(d) {
+                Ok(v) => format!("data: {}", strip(v)),
+                Err(_) => event.to_string(),
+            },
+            None => event.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+/// The generated text of a stream or an answer.
+fn text_of(body: &[u8]) -> String {
+    objects(body)
+        .iter()
+        .flat_map(|o| o["choices"].as_array().cloned().unwrap_or_default())
+        .filter_map(|c| {
+            c["delta"]["content"]
+                .as_str()
+                .or(c["message"]["content"].as_str())
+                .or(c["text"].as_str())
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+/// The engine's `timings` (the last object that has them).
+fn timings(body: &[u8]) -> serde_json::Value {
+    objects(body)
+        .into_iter()
+        .rev()
+        .find_map(|o| o.get("timings").cloned())
+        .expect("llama-server reports its timings")
+}
+
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn f(v: &serde_json::Value, k: &str) -> f64 {
+    v[k].as_f64().unwrap_or_else(|| panic!("{k} in {v}"))
+}
+
+/// Fails with what the tap recorded when the engine's answer was not a 200.
+async fn answered(tap: &Tap, id: &str, resp: &client::Response) {
+    if resp.status != 200 {
+        let r = tap.records.wait(id).await;
+        panic!(
+            "{id}: status {} ({:?}, {:?}): {}",
+            resp.status,
+            r.outcome,
+            r.error_type,
+            String::from_utf8_lossy(&resp.body)
+        );
+    }
+}
+
+fn analysed_tap(engine: &Engine) -> Tap {
+    Tap::start_top(
+        &engine.url(),
+        "",
+        "analysis:\n  window_seconds: 3600\n",
+        std::path::Path::new("."),
+    )
+}
+
+const STALE: &str = "tokentap_upstream_stale_connections_total{boundary=\"engine\",tap=\"t\"}";
+
+/// llama-server answers `Keep-Alive` yet closes the connection a few
+/// microseconds after every stream. A client that follows a stream at once
+/// can get that closing connection from the tap's pool: the tap finds it
+/// closed before writing (sent again on a new one, counted in
+/// `tokentap_upstream_stale_connections_total`), or the FIN crosses the
+/// request and pingora answers the POST with 502 (it may have been
+/// applied). After two of either the tap has learned that this upstream
+/// closes after responses and asks for `Connection: close`: no later
+/// request can race a closing connection. These back-to-back warm-up
+/// streams teach it; at most two of them are 502s, and none of the measured
+/// requests after them is.
+async fn teach(tap: &Tap) -> f64 {
+    let mut raced = 0.0;
+    for i in 0..2_000 {
+        if tap.sample(STALE) + raced >= 2.0 {
+            println!(
+                "engine: the tap learned after {i} warm-up streams ({} pooled connections found closed, {raced} raced)",
+                tap.sample(STALE)
+            );
+            return tap.sample(STALE);
+        }
+        let id = format!("warm-{i}");
+        let h = [
+            ("content-type", "application/json"),
+            ("x-request-id", id.as_str()),
+        ];
+        let body = chat("hi", 1, true, false, false);
+        let resp = client::send(tap.addr, "POST", "/v1/chat/completions", &h, &body)
+            .await
+            .unwrap();
+        if resp.status == 502 {
+            raced += 1.0;
+        } else {
+            answered(tap, &id, &resp).await;
+        }
+    }
+    panic!("the tap never met a closing pooled connection");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_engine_answers_through_a_tap_as_it_does_direct() {
+    let _g = serial().await;
+    let engine = Engine::start();
+    let tap = Tap::start(&engine.url(), "");
+    teach(&tap).await;
+    let prompt = words(300, 1);
+    let cases: [(&str, &str, Vec<u8>); 4] = [
+        (
+            "stream-usage",
+            "/v1/chat/completions",
+            chat(&prompt, 32, true, true, false),
+        ),
+        (
+            "stream",
+            "/v1/chat/completions",
+            chat(&prompt, 32, true, false, false),
+        ),
+        (
+            "plain",
+            "/v1/chat/completions",
+            chat(&prompt, 32, false, false, false),
+        ),
+        (
+            "completions",
+            "/v1/completions",
+            serde_json::to_vec(&serde_json::json!({"model": "tiny", "prompt": prompt,
+                "max_tokens": 32, "temperature": 0, "seed": 1, "cache_prompt": false,
+                "stream": true, "stream_options": {"include_usage": true}}))
+            .unwrap(),
+        ),
+    ];
+    for (name, path, body) in cases {
+        let h = [("content-type", "application/json"), ("x-request-id", name)];
+        let direct = client::send(engine.addr, "POST", path, &h, &body)
+            .await
+            .unwrap();
+        let via = client::send(tap.addr, "POST", path, &h, &body)
+            .await
+            .unwrap();
+        assert_eq!((direct.status, via.status), (200, 200), "{name}");
+        assert!(via.complete, "{name}");
+        let text = text_of(&via.body);
+        assert!(!text.is_empty(), "{name}");
+        assert_eq!(text, text_of(&direct.body), "{name}: the same text");
+        assert_eq!(
+            normalised(&via.body),
+            normalised(&direct.body),
+            "{name}: the same bytes but for ids, times and timings"
+        );
+        let r = tap.records.wait(name).await;
+        assert_eq!((r.outcome, r.measure_error), (Outcome::Ok, None), "{name}");
+        let t = timings(&via.body);
+        // The engine's own counts: every prompt token evaluated (no cache).
+        assert_eq!(f(&t, "cache_n"), 0.0, "{name}");
+        if name != "stream" {
+            assert_eq!(r.input_tokens, Some(f(&t, "prompt_n") as u64), "{name}");
+            assert_eq!(r.output_source, Some(TokenSource::Usage), "{name}");
+        }
+        assert_eq!(r.output_tokens, Some(f(&t, "predicted_n") as u64), "{name}");
+        if name != "plain" {
+            assert_eq!(r.token_events, 32, "{name}: one event per token");
+            assert!(r.ttft.is_some() && r.tpot.is_some(), "{name}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttft_and_the_decode_span_match_the_official_openai_clients_timings() {
+    let _g = serial().await;
+    let engine = Engine::start();
+    let tap = Tap::start(&engine.url(), "");
+    teach(&tap).await;
+    let dir = std::env::temp_dir().join(format!("tokentap-engine-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prompt_file = dir.join("prompt.txt");
+    std::fs::write(&prompt_file, words(1_200, 2)).unwrap();
+    let base = format!("http://{}/v1", tap.addr);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/engine_client.py");
+    let python = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .arg(script)
+            .arg(base)
+            .arg(&prompt_file)
+            .args(["6", "48", "oai"])
+            .output()
+            .expect("python")
+    })
+    .await
+    .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "the openai client failed (`make deps` installs it):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for req in seen["requests"].as_array().unwrap() {
+        let id = req["id"].as_str().unwrap();
+        let chunks: Vec<f64> = req["content_ms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        let r = tap.records.wait(id).await;
+        let ttft = ms(r.ttft.unwrap());
+        let span = ms(r.last_token.unwrap()) - ttft;
+        let (c_ttft, c_span) = (chunks[0], chunks[chunks.len() - 1] - chunks[0]);
+        // Inter-token latency, gap by gap: the tap's and the client's.
+        let tap_gaps: Vec<f64> = tap
+            .events
+            .of(id)
+            .iter()
+            .filter_map(|e| e.gap)
+            .map(ms)
+            .collect();
+        let client_gaps: Vec<f64> = chunks.windows(2).map(|w| w[1] - w[0]).collect();
+        assert_eq!(tap_gaps.len(), client_gaps.len(), "{id}: one gap per chunk");
+        let off: Vec<f64> = tap_gaps
+            .iter()
+            .zip(&client_gaps)
+            .map(|(t, c)| (t - c).abs())
+            .collect();
+        let (itl, c_itl, off_p50) = (median(&tap_gaps), median(&client_gaps), median(&off));
+        println!(
+            "engine, openai client {}: TTFT tap {ttft:.2} ms, client {c_ttft:.2} ms; ITL p50 tap {itl:.3} ms, client {c_itl:.3} ms, per-gap difference p50 {off_p50:.3} ms; decode span tap {span:.2} ms, client {c_span:.2} ms; {} chunks",
+            seen["openai_version"], chunks.len()
+        );
+        assert!(
+            (itl - c_itl).abs() <= 0.25,
+            "{id}: ITL p50 tap {itl} vs client {c_itl}"
+        );
+        assert!(off_p50 <= 0.25, "{id}: gaps differ by {off_p50} ms (p50)");
+        assert_eq!(
+            r.token_events as usize,
+            chunks.len(),
+            "{id}: every content chunk"
+        );
+        assert_eq!(
+            r.output_tokens,
+            req["usage"]["completion_tokens"].as_u64(),
+            "{id}"
+        );
+        // The client's clock starts before its request is written and reads
+        // each chunk after Python parsed it: a little later, never earlier.
+        assert!(
+            c_ttft >= ttft - 0.5 && c_ttft - ttft <= 10.0,
+            "{id}: TTFT tap {ttft} vs client {c_ttft}"
+        );
+        assert!(
+            (span - c_span).abs() <= 3.0,
+            "{id}: span tap {span} vs client {c_span}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_long_context_slope_is_the_engines_prefill_cost() {
+    let _g = serial().await;
+    let engine = Engine::start();
+    let tap = analysed_tap(&engine);
+    teach(&tap).await;
+    let mut engine_points = Vec::new();
+    for (i, n) in [200usize, 600, 1_000, 1_400, 1_800, 2_200, 2_600]
+        .iter()
+        .enumerate()
+    {
+        for rep in 0..2u64 {
+            let id = format!("ctx-{i}-{rep}");
+            let body = chat(&words(*n, 10 + rep + 7 * i as u64), 4, true, true, false);
+            let h = [
+                ("content-type", "application/json"),
+                ("x-request-id", id.as_str()),
+            ];
+            let resp = client::send(tap.addr, "POST", "/v1/chat/completions", &h, &body)
+                .await
+                .unwrap();
+            answered(&tap, &id, &resp).await;
+            let t = timings(&resp.body);
+            engine_points.push((f(&t, "prompt_n") / 1e3, f(&t, "prompt_ms")));
+            tap.records.wait(&id).await;
+        }
+    }
+    let report = tap
+        .server
+        .analyses
+        .as_ref()
+        .unwrap()
+        .live
+        .close_window(now_ms());
+    let tokentap = report.taps[0]
+        .analysis
+        .long_context
+        .measured()
+        .and_then(|c| c.ttft_fit)
+        .expect("a TTFT fit");
+    let own = fit_line(&engine_points).unwrap();
+    let (lo, hi) = (
+        engine_points[0].0 * 1e3,
+        engine_points[engine_points.len() - 1].0 * 1e3,
+    );
+    println!(
+        "engine, long context ({lo:.0}-{hi:.0} prompt tokens): tokentap's TTFT slope {:.2} ms per 1k (R² {:.3}), the engine's prompt_ms slope {:.2} ms per 1k (R² {:.3})",
+        tokentap.slope, tokentap.r2, own.slope, own.r2
+    );
+    assert!(
+        (tokentap.slope - own.slope).abs() <= 0.15 * own.slope,
+        "tokentap {} vs engine {} ms per 1k",
+        tokentap.slope,
+        own.slope
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_figures_are_the_engines_cache_n() {
+    let _g = serial().await;
+    let engine = Engine::start();
+    let tap = analysed_tap(&engine);
+    let stale = teach(&tap).await;
+    let prefix = words(500, 3);
+    // (prompt_n, cache_n, prompt_ms, prompt tokens) as the engine tells.
+    let mut told = Vec::new();
+    let mut n = 0;
+    for k in 0..6u64 {
+        // An unrelated prompt (a miss; the single slot forgets the prefix),
+        // then a conversation on the repeated prefix growing turn by turn.
+        let fresh = words(150 + 250 * k as usize, 100 + k);
+        let mut convo = format!("{prefix} {}", words(40, 200 + k));
+        let mut prompts = vec![fresh];
+        for turn in 0..3u64 {
+            prompts.push(convo.clone());
+            convo = format!(
+                "{convo} {}",
+                words(120 + 40 * turn as usize, 300 + 10 * k + turn)
+            );
+        }
+        for p in prompts {
+            n += 1;
+            let id = format!("cache-{n}");
+            let h = [
+                ("content-type", "application/json"),
+                ("x-request-id", id.as_str()),
+            ];
+            let body = chat(&p, 4, true, true, true);
+            let resp = client::send(tap.addr, "POST", "/v1/chat/completions", &h, &body)
+                .await
+                .unwrap();
+            answered(&tap, &id, &resp).await;
+            let t = timings(&resp.body);
+            let r = tap.records.wait(&id).await;
+            let (prompt_n, cache_n) = (f(&t, "prompt_n") as u64, f(&t, "cache_n") as u64);
+            assert_eq!(
+                r.cached_tokens,
+                Some(cache_n),
+                "{id}: cached tokens are cache_n"
+            );
+            assert_eq!(r.input_tokens, Some(prompt_n + cache_n), "{id}");
+            told.push((prompt_n, cache_n, f(&t, "prompt_ms")));
+        }
+    }
+    assert_eq!(
+        tap.sample(STALE),
+        stale,
+        "once learned, no connection is pooled to go stale"
+    );
+    let report = tap
+        .server
+        .analyses
+        .as_ref()
+        .unwrap()
+        .live
+        .close_window(now_ms());
+    let c = report.taps[0]
+        .analysis
+        .prefix_cache
+        .measured()
+        .unwrap()
+        .clone();
+    // The engine's own account: hits (half the prompt or more from the
+    // cache), the token ratio, and its prefill fitted the same way.
+    let hits: Vec<_> = told.iter().filter(|t| 2 * t.1 >= t.0 + t.1).collect();
+    let any = told.iter().filter(|t| t.1 > 0).count();
+    let (cached, input) = told
+        .iter()
+        .fold((0, 0), |(c, i), t| (c + t.1, i + t.0 + t.1));
+    let pts: Vec<(f64, f64, f64)> = told
+        .iter()
+        .map(|t| (t.0 as f64 / 1e3, t.1 as f64 / 1e3, t.2))
+        .collect();
+    let own = fit_plane(&pts).unwrap();
+    let own_saving = hits
+        .iter()
+        .map(|t| (own.slope_x - own.slope_z) * t.1 as f64 / 1e3)
+        .sum::<f64>()
+        / hits.len() as f64;
+    let fit = c.fit.unwrap();
+    let saving = c.saving_per_hit_ms.unwrap();
+    println!(
+        "engine, prefix cache: {} hits of {} ({} with any cached token), cached-token ratio {:.3}; \
+         tokentap: {:.2} ms per 1k uncached, {:.2} per 1k cached (cost ratio {:.3}), saving per hit {saving:.2} ms; \
+         the engine's prompt_ms: {:.2} per 1k uncached, {:.2} per 1k cached (cost ratio {:.3}), saving per hit {own_saving:.2} ms",
+        c.hits,
+        told.len(),
+        any,
+        c.cached_token_ratio.unwrap(),
+        fit.uncached_ms_per_1k,
+        fit.cached_ms_per_1k,
+        c.cached_token_cost_ratio.unwrap(),
+        own.slope_x,
+        own.slope_z,
+        own.slope_z / own.slope_x,
+    );
+    assert_eq!(
+        c.hits,
+        hits.len(),
+        "hits by share of the prompt, as the engine counts them"
+    );
+    assert!(
+        any > hits.len(),
+        "the chat template is reused on misses too"
+    );
+    assert_eq!(c.requests_reporting, told.len());
+    assert!((c.cached_token_ratio.unwrap() - cached as f64 / input as f64).abs() < 1e-12);
+    assert!(
+        (saving - own_saving).abs() <= 0.15 * own_saving,
+        "saving per hit: tokentap {saving} vs engine {own_saving} ms"
+    );
+}
