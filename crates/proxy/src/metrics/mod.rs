@@ -173,6 +173,7 @@ impl Metrics {
             self.touch(&table::USAGE_INJECTION, &labels);
         }
         self.touch(&table::SHUTDOWN_CUT, tap);
+        self.touch(&table::STALE_UPSTREAM, tap);
         self.tap_gauge(&table::IN_FLIGHT, tap)
     }
 
