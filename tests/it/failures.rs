@@ -338,3 +338,121 @@ async fn first_byte_and_idle_timeouts_are_distinct() {
         "{silence:?}"
     );
 }
+
+/// An upstream like llama-server: answers `Keep-Alive`, then closes each
+/// connection `close_after` after its streamed answer. It records, per
+/// request, whether the request asked for `Connection: close`.
+async fn closing_upstream(
+    close_after: Duration,
+) -> (
+    std::net::SocketAddr,
+    std::sync::Arc<std::sync::Mutex<Vec<bool>>>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            let log = log.clone();
+            tokio::spawn(async move {
+                let mut req = Vec::new();
+                let mut buf = [0u8; 4096];
+                // One request: its head, then Content-Length bytes of body.
+                let (head_end, len) = loop {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                    if let Some(i) = req.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let head = String::from_utf8_lossy(&req[..i]).to_ascii_lowercase();
+                        let len = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        log.lock()
+                            .unwrap()
+                            .push(head.contains("\r\nconnection: close"));
+                        break (i + 4, len);
+                    }
+                };
+                while req.len() < head_end + len {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let event = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n\n";
+                let mut resp = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nkeep-alive: timeout=5, max=100\r\n\r\n{:x}\r\n",
+                    event.len()
+                )
+                .into_bytes();
+                resp.extend_from_slice(event);
+                resp.extend_from_slice(b"\r\n0\r\n\r\n");
+                let _ = s.write_all(&resp).await;
+                tokio::time::sleep(close_after).await;
+                // Dropped: closed, whatever the client wrote meanwhile.
+            });
+        }
+    });
+    (addr, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_closes_after_every_stream_is_learned_and_asked_to_close() {
+    let _g = serial().await;
+    const STALE: &str = "tokentap_upstream_stale_connections_total{boundary=\"engine\",tap=\"t\"}";
+    // The upstream closes 2 ms after each stream: a client that follows at
+    // once meets the closing connection every time it is reused.
+    let (up, seen) = closing_upstream(Duration::from_millis(2)).await;
+    let tap = Tap::start(&format!("http://{up}"), "");
+    let mut statuses = Vec::new();
+    for i in 0..40 {
+        let id = format!("close-{i}");
+        let h = [
+            ("content-type", "application/json"),
+            ("x-request-id", id.as_str()),
+        ];
+        let resp = client::send(
+            tap.addr,
+            "POST",
+            "/v1/chat/completions",
+            &h,
+            &chat(true, false),
+        )
+        .await
+        .unwrap();
+        statuses.push(resp.status);
+    }
+    let failed = statuses.iter().filter(|s| **s != 200).count();
+    let asked: Vec<bool> = seen.lock().unwrap().clone();
+    let learned_at = asked
+        .iter()
+        .position(|c| *c)
+        .expect("the tap asked for Connection: close");
+    println!(
+        "closing upstream: {failed} of 40 answered 502 before the tap learned; {} stale connections resent; Connection: close from upstream request {learned_at} on",
+        tap.sample(STALE)
+    );
+    // Each of the first reuses met a closing connection: found closed before
+    // writing (resent, counted) or closed across the request (pingora's 502
+    // for a POST it wrote). Two of either and the tap has learned.
+    assert!(failed as f64 + tap.sample(STALE) >= 2.0);
+    assert!(failed <= 2, "{failed} requests lost before the tap learned");
+    assert!(
+        asked[learned_at..].iter().all(|c| *c),
+        "every request after it asks to close"
+    );
+    assert!(
+        learned_at <= 6,
+        "learned only at upstream request {learned_at}"
+    );
+    let last = statuses.len() - 1;
+    assert!(
+        statuses[last - 30..].iter().all(|s| *s == 200),
+        "no request fails once learned: {statuses:?}"
+    );
+}

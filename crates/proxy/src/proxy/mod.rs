@@ -363,7 +363,10 @@ impl ProxyHttp for TapProxy {
         ctx: &mut RequestCtx,
         client_reused: bool,
     ) -> Box<Error> {
-        if client_reused && e.etype == pingora::ErrorType::ConnectionClosed {
+        // pingora marks a response header read that met the end of a reused
+        // connection (closed or reset) as `ReusedOnly`: the FIN crossed the
+        // request.
+        if client_reused && matches!(e.retry, pingora::RetryType::ReusedOnly) {
             self.tap.closed_before_answer(&ctx.settings.reuse);
         }
         let mut e = e.more_context(format!("Peer: {peer}"));

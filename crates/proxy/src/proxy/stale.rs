@@ -25,8 +25,8 @@
 //! upstream request, as nginx does by default, and stops reusing
 //! connections that would not have survived anyway. Against llama-server
 //! with a client that follows each stream at once, that costs at most two
-//! 502s in the life of a tap (it_engine counts them), where it was one
-//! request in ~100.
+//! 502s in the life of a tap (it::engine and it::failures count them),
+//! where it was one request in ~100.
 //!
 //! Owns only those questions; counting is the tap's, retrying pingora's.
 
