@@ -8,7 +8,7 @@
 //! through tokio's readiness: until the reactor has processed the FIN the
 //! test says "open", the request is written into a closed connection, the
 //! read gets end of stream, and because a POST is not idempotent pingora
-//! answers 502 (seen on 1 request in ~50 against llama-server). Here the
+//! answers 502 (about one request in 100 against llama-server). Here the
 //! question goes to the kernel itself: one non-blocking `recv(MSG_PEEK)` on
 //! the socket. End of stream or an error means stale; the hook fails with
 //! [`STALE`], which `TapProxy::error_while_proxy` retries on another
