@@ -483,11 +483,22 @@ pub struct Procs(Vec<Child>);
 
 impl Procs {
     pub fn spawn(&mut self, cmd: &mut Command) {
+        self.spawn_with_stderr(cmd, Stdio::null());
+    }
+
+    /// Like `spawn`, its standard error written to `log` (for
+    /// `wait_listening_or_show`).
+    pub fn spawn_logged(&mut self, cmd: &mut Command, log: &std::path::Path) {
+        let file = std::fs::File::create(log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+        self.spawn_with_stderr(cmd, file.into());
+    }
+
+    fn spawn_with_stderr(&mut self, cmd: &mut Command, stderr: Stdio) {
         use std::os::unix::process::CommandExt;
         let child = cmd
             .process_group(0)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()
             .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
         self.0.push(child);
@@ -510,6 +521,23 @@ pub fn wait_listening(addr: SocketAddr, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
         assert!(Instant::now() < deadline, "{what} did not listen on {addr}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `wait_listening`, failing with the end of the process's log.
+pub fn wait_listening_or_show(addr: SocketAddr, what: &str, log: &std::path::Path) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
+        if Instant::now() >= deadline {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(20).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            panic!(
+                "{what} did not listen on {addr}; its log ends:\n{}",
+                tail.join("\n")
+            );
+        }
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -610,12 +638,14 @@ async fn every_panel_query_returns_data_from_a_real_prometheus() {
     ] {
         wait_listening(a, what);
     }
-    procs.spawn(
+    let log = dir.join("tokentap.log");
+    procs.spawn_logged(
         Command::new(bin)
             .args(["run", "--log", "warn", "-c"])
             .arg(&cfg_path),
+        &log,
     );
-    wait_listening(admin, "tokentap");
+    wait_listening_or_show(admin, "tokentap", &log);
     std::fs::write(
         dir.join("prometheus.yml"),
         format!(

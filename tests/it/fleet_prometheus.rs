@@ -10,7 +10,7 @@
 //! of 1 m (the report's `--window-seconds 10`), a 5 m look-back at 1 s
 //! steps instead of 1 h at 15 s, evaluation every second.
 
-use crate::dashboards::{enc, prom_get, repo, wait_listening, Procs};
+use crate::dashboards::{enc, prom_get, repo, wait_listening, wait_listening_or_show, Procs};
 use crate::support::free_addr;
 use serde_json::Value;
 use std::process::Command;
@@ -85,12 +85,14 @@ async fn a_live_prometheus_gives_one_processs_capacity_knee_and_fairness_for_two
             ),
         )
         .unwrap();
-        procs.spawn(
+        let stderr = dir.join(format!("{name}.log"));
+        procs.spawn_logged(
             Command::new(bin)
                 .args(["run", "--log", "warn", "-c"])
                 .arg(&cfg),
+            &stderr,
         );
-        wait_listening(admin, "tokentap");
+        wait_listening_or_show(admin, "tokentap", &stderr);
         instances.push((tap, admin, log));
     }
     std::fs::write(dir.join("fleet-rules.yml"), test_rules()).unwrap();
