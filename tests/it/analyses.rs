@@ -65,13 +65,7 @@ impl Rig {
 
     /// Closes the live window now.
     pub fn close(&self) -> Arc<Report> {
-        self.tap
-            .server
-            .analyses
-            .as_ref()
-            .expect("analyses on")
-            .live
-            .close_window(now_ms())
+        self.tap.close_window()
     }
 
     /// The record log once it holds `n` lines.

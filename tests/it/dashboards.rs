@@ -518,18 +518,21 @@ impl Drop for Procs {
 }
 
 pub fn wait_listening(addr: SocketAddr, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
-        assert!(Instant::now() < deadline, "{what} did not listen on {addr}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for(addr, what, None);
 }
 
 /// `wait_listening`, failing with the end of the process's log.
 pub fn wait_listening_or_show(addr: SocketAddr, what: &str, log: &std::path::Path) {
+    wait_for(addr, what, Some(log));
+}
+
+fn wait_for(addr: SocketAddr, what: &str, log: Option<&std::path::Path>) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
         if Instant::now() >= deadline {
+            let Some(log) = log else {
+                panic!("{what} did not listen on {addr}");
+            };
             let text = std::fs::read_to_string(log).unwrap_or_default();
             let tail: Vec<&str> = text.lines().rev().take(20).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
@@ -540,6 +543,24 @@ pub fn wait_listening_or_show(addr: SocketAddr, what: &str, log: &std::path::Pat
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Debian's Prometheus on `prom`, with `dir/prometheus.yml` as its config
+/// and `dir/data` as its storage, once it listens.
+pub fn start_prometheus(procs: &mut Procs, dir: &std::path::Path, prom: SocketAddr) {
+    procs.spawn(
+        Command::new("prometheus")
+            .arg(format!(
+                "--config.file={}",
+                dir.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={prom}")),
+    );
+    wait_listening(prom, "prometheus");
 }
 
 /// `GET path` on Prometheus's HTTP API → the JSON answer.
@@ -653,19 +674,7 @@ async fn every_panel_query_returns_data_from_a_real_prometheus() {
         ),
     )
     .unwrap();
-    procs.spawn(
-        Command::new("prometheus")
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address={prom}")),
-    );
-    wait_listening(prom, "prometheus");
+    start_prometheus(&mut procs, &dir, prom);
     // The compose stack's own traffic script.
     procs.spawn(
         Command::new("sh")

@@ -10,7 +10,9 @@
 //! of 1 m (the report's `--window-seconds 10`), a 5 m look-back at 1 s
 //! steps instead of 1 h at 15 s, evaluation every second.
 
-use crate::dashboards::{enc, prom_get, repo, wait_listening, wait_listening_or_show, Procs};
+use crate::dashboards::{
+    enc, prom_get, repo, start_prometheus, wait_listening, wait_listening_or_show, Procs,
+};
 use crate::support::free_addr;
 use serde_json::Value;
 use std::process::Command;
@@ -109,19 +111,7 @@ async fn a_live_prometheus_gives_one_processs_capacity_knee_and_fairness_for_two
         ),
     )
     .unwrap();
-    procs.spawn(
-        Command::new("prometheus")
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("data").display()
-            ))
-            .arg(format!("--web.listen-address={prom}")),
-    );
-    wait_listening(prom, "prometheus");
+    start_prometheus(&mut procs, &dir, prom);
     // Each instance gets half of a sweep: the engine sees 2, 4, 8, 12.
     let started = Instant::now();
     let mut drivers: Vec<_> = instances

@@ -223,6 +223,16 @@ impl Tap {
             .unwrap_or(0.0)
     }
 
+    /// Closes the live analysis window now (taps with `analysis:` on).
+    pub fn close_window(&self) -> Arc<tokentap_core::analysis::span_report::Report> {
+        self.server
+            .analyses
+            .as_ref()
+            .expect("analyses on")
+            .live
+            .close_window(crate::analyses::now_ms())
+    }
+
     pub fn in_flight(&self) -> f64 {
         self.sample("tokentap_requests_in_flight{boundary=\"engine\",tap=\"t\"}")
     }

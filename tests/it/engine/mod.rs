@@ -20,7 +20,6 @@
 
 mod harness;
 
-use crate::analyses::now_ms;
 use crate::support::*;
 use harness::*;
 use std::path::PathBuf;
@@ -214,13 +213,7 @@ async fn the_long_context_slope_is_the_engines_prefill_cost() {
             tap.records.wait(&id).await;
         }
     }
-    let report = tap
-        .server
-        .analyses
-        .as_ref()
-        .unwrap()
-        .live
-        .close_window(now_ms());
+    let report = tap.close_window();
     let tokentap = report.taps[0]
         .analysis
         .long_context
@@ -296,13 +289,7 @@ async fn the_cache_figures_are_the_engines_cache_n() {
         stale,
         "once learned, no connection is pooled to go stale"
     );
-    let report = tap
-        .server
-        .analyses
-        .as_ref()
-        .unwrap()
-        .live
-        .close_window(now_ms());
+    let report = tap.close_window();
     let c = report.taps[0]
         .analysis
         .prefix_cache
