@@ -2,11 +2,12 @@
 //! runtime, so its work never competes with the taps' runtimes.
 
 use std::future::Future;
+use std::thread::JoinHandle;
 
 /// Starts a named thread that runs the future `make` returns on a runtime
 /// of its own, until the future ends (or the process does). A runtime that
-/// cannot be built ends the thread at once.
-pub fn spawn_async_thread<F, Fut>(name: &str, make: F) -> std::io::Result<()>
+/// cannot be built ends the thread at once. The handle joins the thread.
+pub fn spawn_async_thread<F, Fut>(name: &str, make: F) -> std::io::Result<JoinHandle<()>>
 where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: Future<Output = ()>,
@@ -21,8 +22,7 @@ where
                 return;
             };
             rt.block_on(make());
-        })?;
-    Ok(())
+        })
 }
 
 /// Blocks the calling thread until SIGINT or SIGTERM: the foreground of the

@@ -253,6 +253,7 @@ pub fn spawn_triggers(reloader: Arc<Reloader>, watch: Option<Duration>) -> std::
             }
         }
     })
+    .map(drop)
 }
 
 #[cfg(test)]

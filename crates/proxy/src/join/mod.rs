@@ -169,20 +169,12 @@ impl Joiner {
         let (grpc_stop, grpc_stop_rx) = tokio::sync::oneshot::channel();
         let r = receiver.clone();
         threads.push(
-            std::thread::Builder::new()
-                .name("tokentap-join-grpc".into())
-                .spawn(move || {
-                    let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                    else {
-                        return;
-                    };
-                    if let Err(e) = rt.block_on(grpc::serve(r, grpc_listener, grpc_stop_rx)) {
-                        tracing::error!("OTLP/gRPC receiver stopped: {e}");
-                    }
-                })
-                .map_err(JoinError::Thread)?,
+            tokentap_net::rt::spawn_async_thread("tokentap-join-grpc", move || async move {
+                if let Err(e) = grpc::serve(r, grpc_listener, grpc_stop_rx).await {
+                    tracing::error!("OTLP/gRPC receiver stopped: {e}");
+                }
+            })
+            .map_err(JoinError::Thread)?,
         );
         let mut j = Joiner {
             metrics,
