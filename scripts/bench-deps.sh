@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what `make bench` compares tokentap with, when missing:
 #   nginx, haproxy   Debian/Ubuntu packages (apt)
+#   wrk              the independent load generator of S9 (apt)
 #   .venv-bench      the LiteLLM proxy (PyPI, litellm[proxy]), pinned
 # The smoke variant in `make test` needs none of them. Idempotent.
 set -euo pipefail
@@ -9,6 +10,7 @@ cd "$(dirname "$0")/.."
 apt_packages=()
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_packages+=(nginx-light)
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || apt_packages+=(haproxy)
+command -v wrk >/dev/null 2>&1 || apt_packages+=(wrk)
 if [ "${#apt_packages[@]}" -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -19,6 +19,7 @@ pub mod stats;
 pub mod sweep;
 pub mod systems;
 mod tables;
+pub mod wrk;
 
 use cells::Profile;
 use serde::Serialize;
@@ -55,15 +56,22 @@ pub struct BenchArgs {
     /// S4: seconds per concurrency per system per round.
     #[arg(long, default_value_t = 3.0)]
     pub s4_seconds: f64,
+    /// S9: seconds per connection count per system per round (wrk).
+    #[arg(long, default_value_t = 3.0)]
+    pub s9_seconds: f64,
     /// S3: seconds per offered rate (the sweep runs in the first round).
     #[arg(long, default_value_t = 3.0)]
     pub s3_seconds: f64,
     /// S5: the largest stream count tried (64, 256, 1024, 2048, 4096).
     #[arg(long, default_value_t = 4096)]
     pub s5_max: u32,
-    /// Cells to run, comma-separated: s1, s2, s3, s4, s5, s6, s8 (S7 is
-    /// computed from S1, S2 and S4).
-    #[arg(long, value_delimiter = ',', default_value = "s1,s2,s3,s4,s5,s6,s8")]
+    /// Cells to run, comma-separated: s1, s2, s3, s4, s5, s6, s8, s9 (S7
+    /// is computed from S1, S2, S4 and S9; S9 needs `wrk`).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "s1,s2,s3,s4,s5,s6,s8,s9"
+    )]
     pub cells: Vec<String>,
     /// S8: streams held open (0: skip the memory cell).
     #[arg(long, default_value_t = 1000)]
@@ -106,6 +114,8 @@ pub struct Results {
     pub s3: Rows<sweep::S3>,
     /// Per system, per round, one entry per concurrency.
     pub s4: Rows<Vec<cells::S4>>,
+    /// Per system, per round, one entry per connection count (wrk).
+    pub s9: Rows<Vec<wrk::S9>>,
     /// Per system, one entry per stream count (first round).
     pub s5: Rows<sweep::S5>,
     /// tokentap's record against the client and the simulator.
@@ -202,6 +212,7 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<(Results, PathBuf)> {
         s2: cells.iter().map(|c| (*c, Vec::new())).collect(),
         s3: Vec::new(),
         s4: Vec::new(),
+        s9: Vec::new(),
         s5: Vec::new(),
         s6: Vec::new(),
         s8: Vec::new(),
@@ -231,6 +242,24 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<(Results, PathBuf)> {
                 .push(format!("{system}: did not start: {e}")),
         }
     }
+    let wrk = if cell_on("s9") && !args.smoke {
+        let script = dir.join("wrk-s9.lua");
+        match (wrk::binary(), std::fs::write(&script, wrk::script())) {
+            (Some(bin), Ok(())) => Some((bin, script)),
+            (None, _) => {
+                results
+                    .skipped
+                    .push("S9: wrk not installed (scripts/bench-deps.sh installs it)".into());
+                None
+            }
+            (_, Err(e)) => {
+                results.skipped.push(format!("S9: script not written: {e}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
     let s1_seconds = if args.smoke { 2.0 } else { args.s1_seconds };
     let s2_streams = if args.smoke { 2 } else { args.s2_streams };
     for r in &running {
@@ -247,6 +276,9 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<(Results, PathBuf)> {
         }
         if cell_on("s4") && !args.smoke {
             results.s4.push((r.system, Vec::new()));
+        }
+        if wrk.is_some() {
+            results.s9.push((r.system, Vec::new()));
         }
         if cell_on("s3") && !args.smoke {
             results.s3.push((r.system, Vec::new()));
@@ -309,6 +341,18 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<(Results, PathBuf)> {
                 for c in [1, 8, 32, 64] {
                     eprintln!("bench: round {} · {} · S4 c={c}", round + 1, r.system);
                     points.push(cells::s4(r.addr, r.pid(), c, length).await);
+                }
+                v.push(points);
+            }
+            if let (Some((bin, script)), Some((_, v))) = (
+                &wrk,
+                results.s9.iter_mut().find(|(s, _)| *s == r.system),
+            ) {
+                let length = Duration::from_secs_f64(args.s9_seconds);
+                let mut points = Vec::new();
+                for c in wrk::CONNECTIONS {
+                    eprintln!("bench: round {} · {} · S9 wrk c={c}", round + 1, r.system);
+                    points.extend(wrk::s9(bin, script, r.addr, r.pid(), c, length).await);
                 }
                 v.push(points);
             }

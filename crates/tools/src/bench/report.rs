@@ -165,6 +165,9 @@ pub fn markdown(r: &Results) -> String {
     if !r.s4.is_empty() {
         s4_table(&mut md, r, &systems);
     }
+    if !r.s9.is_empty() {
+        super::tables::s9(&mut md, r, &systems);
+    }
     if !r.s5.is_empty() {
         super::tables::s5(&mut md, r, &systems);
     }
@@ -187,6 +190,27 @@ pub fn markdown(r: &Results) -> String {
         let _ = writeln!(md, "| figure | on − off |\n|---|---|");
         let _ = writeln!(md, "| S1 latency p50 | {} |", us(d50));
         let _ = writeln!(md, "| S1 CPU per request | {:.1} µs |", cpu(on) - cpu(off));
+        if let (Some(on), Some(off)) = (
+            rounds_of(&r.s9, System::Tokentap),
+            rounds_of(&r.s9, System::TokentapOff),
+        ) {
+            for c in super::wrk::CONNECTIONS {
+                let cpu = |v: &Vec<Vec<super::wrk::S9>>| {
+                    median(
+                        v.iter()
+                            .flatten()
+                            .filter(|x| x.connections == c)
+                            .filter_map(|x| x.cpu_us_per_request)
+                            .collect(),
+                    )
+                };
+                let _ = writeln!(
+                    md,
+                    "| S9 wrk c={c} CPU per request | {:.1} µs |",
+                    cpu(on) - cpu(off)
+                );
+            }
+        }
         for (cell, rows) in &r.s2 {
             let c = |s: System| {
                 rounds_of(rows, s).map_or(f64::NAN, |v| {

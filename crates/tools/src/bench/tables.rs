@@ -1,9 +1,11 @@
-//! The sweep and accuracy tables (S3, S5, S6) of the Markdown report; the
-//! per-round cells are in `report.rs`.
+//! The sweep, accuracy and wrk tables (S3, S5, S6, S9) of the Markdown
+//! report; the other per-round cells are in `report.rs`.
 
 use super::accuracy::S6;
 use super::report::{rounds_of as of, us};
+use super::stats::median;
 use super::sweep::{S3, S3_MAX_ERRORS, S5};
+use super::wrk::{CONNECTIONS, S9};
 use super::systems::System;
 use super::Results;
 use std::fmt::Write as _;
@@ -179,5 +181,54 @@ pub fn s6(md: &mut String, v: &[S6]) {
             us(x.itl_p50_client),
             x.client_events_per_read
         );
+    }
+}
+
+/// S9 (wrk): per connection count, requests per second, p99 and CPU per
+/// request (medians over rounds), and the CPU per request as a ratio to
+/// nginx's in the same run.
+pub fn s9(md: &mut String, r: &Results, systems: &[System]) {
+    let _ = writeln!(md, "\n## S9 · wrk (1 thread), non-streaming, keep-alive connections\n");
+    let _ = writeln!(md, "Debian's `wrk` on the driver's core sends the S4 request; per connection count: requests per second (p99), CPU µs per request of the system (median over rounds), and that CPU as a multiple of nginx's. Errors: non-2xx responses and socket errors over all rounds.\n");
+    let point = |s: System, c: u32, f: &dyn Fn(&S9) -> f64| -> f64 {
+        of(&r.s9, s).map_or(f64::NAN, |rounds| {
+            median(
+                rounds
+                    .iter()
+                    .filter_map(|p| p.iter().find(|x| x.connections == c))
+                    .map(f)
+                    .collect(),
+            )
+        })
+    };
+    let cpu = |x: &S9| x.cpu_us_per_request.unwrap_or(f64::NAN);
+    let mut head = String::from("| system |");
+    for c in CONNECTIONS {
+        let _ = write!(head, " c={c}: req/s (p99) | CPU µs/req | × nginx |");
+    }
+    let _ = writeln!(md, "{head} errors |");
+    let _ = writeln!(md, "|---|{}---|", "---|---|---|".repeat(CONNECTIONS.len()));
+    for s in systems {
+        let Some(rounds) = of(&r.s9, *s) else {
+            continue;
+        };
+        let mut row = format!("| {s} |");
+        for c in CONNECTIONS {
+            let mine = point(*s, c, &cpu);
+            let nginx = point(System::Nginx, c, &cpu);
+            let _ = write!(
+                row,
+                " {:.0} ({}) | {mine:.1} | {:.2} |",
+                point(*s, c, &|x| x.rps),
+                us(point(*s, c, &|x| x.latency.p99)),
+                mine / nginx
+            );
+        }
+        let errors: u64 = rounds
+            .iter()
+            .flatten()
+            .map(|x| x.non_2xx + x.socket_errors)
+            .sum();
+        let _ = writeln!(md, "{row} {errors} |");
     }
 }
