@@ -67,11 +67,7 @@ pub struct BenchArgs {
     pub s5_max: u32,
     /// Cells to run, comma-separated: s1, s2, s3, s4, s5, s6, s8, s9 (S7
     /// is computed from S1, S2, S4 and S9; S9 needs `wrk`).
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "s1,s2,s3,s4,s5,s6,s8,s9"
-    )]
+    #[arg(long, value_delimiter = ',', default_value = "s1,s2,s3,s4,s5,s6,s8,s9")]
     pub cells: Vec<String>,
     /// S8: streams held open (0: skip the memory cell).
     #[arg(long, default_value_t = 1000)]
@@ -344,10 +340,9 @@ pub async fn bench(args: &BenchArgs) -> anyhow::Result<(Results, PathBuf)> {
                 }
                 v.push(points);
             }
-            if let (Some((bin, script)), Some((_, v))) = (
-                &wrk,
-                results.s9.iter_mut().find(|(s, _)| *s == r.system),
-            ) {
+            if let (Some((bin, script)), Some((_, v))) =
+                (&wrk, results.s9.iter_mut().find(|(s, _)| *s == r.system))
+            {
                 let length = Duration::from_secs_f64(args.s9_seconds);
                 let mut points = Vec::new();
                 for c in wrk::CONNECTIONS {

@@ -5,8 +5,8 @@ use super::accuracy::S6;
 use super::report::{rounds_of as of, us};
 use super::stats::median;
 use super::sweep::{S3, S3_MAX_ERRORS, S5};
-use super::wrk::{CONNECTIONS, S9};
 use super::systems::System;
+use super::wrk::{CONNECTIONS, S9};
 use super::Results;
 use std::fmt::Write as _;
 
@@ -188,7 +188,10 @@ pub fn s6(md: &mut String, v: &[S6]) {
 /// request (medians over rounds), and the CPU per request as a ratio to
 /// nginx's in the same run.
 pub fn s9(md: &mut String, r: &Results, systems: &[System]) {
-    let _ = writeln!(md, "\n## S9 · wrk (1 thread), non-streaming, keep-alive connections\n");
+    let _ = writeln!(
+        md,
+        "\n## S9 · wrk (1 thread), non-streaming, keep-alive connections\n"
+    );
     let _ = writeln!(md, "Debian's `wrk` on the driver's core sends the S4 request; per connection count: requests per second (p99), CPU µs per request of the system (median over rounds), and that CPU as a multiple of nginx's. Errors: non-2xx responses and socket errors over all rounds.\n");
     let point = |s: System, c: u32, f: &dyn Fn(&S9) -> f64| -> f64 {
         of(&r.s9, s).map_or(f64::NAN, |rounds| {
