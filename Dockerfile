@@ -23,6 +23,8 @@ COPY crates/net/Cargo.toml crates/net/
 COPY crates/proxy/Cargo.toml crates/proxy/
 COPY crates/sim/Cargo.toml crates/sim/
 COPY crates/tools/Cargo.toml crates/tools/
+# The patched pingora-proxy ([patch.crates-io], vendor/README.md).
+COPY vendor ./vendor
 RUN for c in core net proxy sim tools; do mkdir -p crates/$c/src && touch crates/$c/src/lib.rs; done \
  && mkdir -p src crates/proxy/benches \
  && echo 'fn main() {}' > src/main.rs && touch src/lib.rs crates/proxy/benches/hot_path.rs \

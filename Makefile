@@ -16,6 +16,7 @@ lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 	./scripts/file-sizes.sh
+	./scripts/vendor-check.sh
 
 # The deployment files, without a cluster or a Docker engine: Kubernetes
 # manifests (kubernetes-validate --strict, PodMonitor against the Prometheus

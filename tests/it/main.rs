@@ -34,6 +34,7 @@ mod openai_client;
 mod otlp;
 mod process;
 mod reference_scrape;
+mod relay;
 mod report;
 mod scrape;
 mod sim_demo;

@@ -1,0 +1,203 @@
+// Patch carried by tokentap (not part of pingora 0.9.1): a relay for one
+// HTTP/1 request to an HTTP/1 upstream that runs in one future, without the
+// two task channels of `proxy_1to1`. It is taken only where the channel
+// machinery buys nothing: an HTTP/1.x downstream, no cache, no upgrade, no
+// custom messages. Every hook runs as in `proxy_1to1`, in the same order,
+// through the same functions (`h1_response_filter`, `write_response_tasks`,
+// the request body filters, `send_body_to1`); only the hand-off between the
+// two halves is gone. Each body piece is read from one side and written to
+// the other in the same poll.
+
+use super::*;
+use crate::proxy_cache::{range_filter::RangeBodyFilter, ServeFromCache};
+use crate::proxy_h1::send_body_to1;
+
+/// The session is one the direct relay handles.
+pub(crate) fn direct_applies(session: &Session, upgrade_request: bool) -> bool {
+    !upgrade_request
+        && session.downstream_session.as_http1().is_some()
+        && !session.cache.enabled()
+        && !session.cache.bypassing()
+        && !session.was_upgraded()
+}
+
+impl<SV, C> HttpProxy<SV, C>
+where
+    C: custom::Connector,
+{
+    /// `(downstream reusable, upstream reusable)`, as `proxy_1to1`'s halves
+    /// decide them.
+    pub(crate) async fn proxy_1to1_direct(
+        &self,
+        session: &mut Session,
+        client_session: &mut HttpSessionV1,
+        ctx: &mut SV::CTX,
+    ) -> Result<(bool, bool)>
+    where
+        SV: ProxyHttp + Send + Sync,
+        SV::CTX: Send + Sync,
+    {
+        session.as_mut().enable_retry_buffering();
+        // The client's body is read whole (`downstream_done`); the upstream
+        // was sent its end (`upstream_request_done`).
+        let mut downstream_done = session.as_mut().is_body_done();
+        let mut upstream_request_done = false;
+        let mut upstream_can_reuse = true;
+        let mut send_error: Option<Box<Error>> = None;
+
+        // A retry sends the buffered body; an empty body is sent (ended) now.
+        let buffer = session.as_ref().get_retry_buffer();
+        if buffer.is_some() || session.as_mut().is_body_empty() {
+            let sent = self
+                .direct_request_piece(session, client_session, buffer, downstream_done, ctx)
+                .await?;
+            downstream_done = sent.0;
+            Self::direct_sent(
+                sent.1,
+                &mut upstream_request_done,
+                &mut upstream_can_reuse,
+                &mut send_error,
+            );
+        }
+
+        let mut serve_from_cache = ServeFromCache::new();
+        let mut range_body_filter = RangeBodyFilter::new();
+        // The upstream's response was read to its end; the client's was
+        // written to its end.
+        let mut upstream_response_done = false;
+        let mut response_done = false;
+
+        while !response_done || !downstream_done {
+            tokio::select! {
+                biased;
+
+                res = client_session.read_response_task(), if !upstream_response_done => {
+                    let task = match res {
+                        Ok(task) => task,
+                        Err(e) => return Err(send_error.take().unwrap_or(e).into_up()),
+                    };
+                    upstream_response_done = task.is_end();
+                    #[allow(unused_mut)]
+                    let mut task = task;
+                    #[cfg(feature = "upstream_modules")]
+                    if let HttpTask::Header(header, end_of_stream) = &task {
+                        self.inner
+                            .adjust_upstream_modules(session, header, *end_of_stream, ctx)
+                            .await?;
+                    }
+                    #[cfg(feature = "upstream_modules")]
+                    session.upstream_modules_filter_task(&mut task).await?;
+                    session.upstream_compression.response_filter(&mut task);
+                    let task = self
+                        .h1_response_filter(
+                            session,
+                            task,
+                            ctx,
+                            &mut serve_from_cache,
+                            &mut range_body_filter,
+                            false,
+                        )
+                        .await?;
+                    if let HttpTask::Failed(e) = task {
+                        return Err(e);
+                    }
+                    response_done = session.write_response_tasks(vec![task]).await?;
+                    if response_done && !upstream_response_done {
+                        // The client's framing ended before the upstream's:
+                        // unread bytes are left on the upstream connection.
+                        upstream_can_reuse = false;
+                        upstream_response_done = true;
+                    }
+                },
+
+                body = session.downstream_session.read_body_or_idle(downstream_done),
+                    if !downstream_done || !response_done => {
+                    let body = body.map_err(|e| e.into_down())?;
+                    if downstream_done {
+                        // Idle: nothing more is expected from the client.
+                        continue;
+                    }
+                    let end = session.is_body_done();
+                    if upstream_request_done {
+                        // The upstream refused the body (`send_error`):
+                        // the rest is read and dropped.
+                        downstream_done = end || body.is_none();
+                        continue;
+                    }
+                    let sent = self
+                        .direct_request_piece(session, client_session, body, end, ctx)
+                        .await?;
+                    downstream_done = sent.0;
+                    Self::direct_sent(sent.1, &mut upstream_request_done, &mut upstream_can_reuse, &mut send_error);
+                },
+            }
+        }
+
+        let mut reuse_downstream = true;
+        if let Err(e) = session.as_mut().finish_body().await {
+            error!("Error finish sending body to downstream: {}", e);
+            reuse_downstream = false;
+        }
+        Ok((
+            reuse_downstream,
+            upstream_can_reuse && upstream_request_done && upstream_response_done,
+        ))
+    }
+
+    /// One piece of the client's body through the request body filters
+    /// (as `send_body_to_pipe`) and on to the upstream (`send_body_to1`):
+    /// whether the client's body ended, and the write's outcome (`None`:
+    /// nothing to write).
+    async fn direct_request_piece(
+        &self,
+        session: &mut Session,
+        client_session: &mut HttpSessionV1,
+        mut data: Option<Bytes>,
+        end_of_body: bool,
+        ctx: &mut SV::CTX,
+    ) -> Result<(bool, Option<Result<bool>>)>
+    where
+        SV: ProxyHttp + Send + Sync,
+        SV::CTX: Send + Sync,
+    {
+        let end_of_body = end_of_body || data.is_none();
+        session
+            .downstream_modules_ctx
+            .request_body_filter(&mut data, end_of_body)
+            .await?;
+        self.inner
+            .request_body_filter(session, &mut data, end_of_body, ctx)
+            .await?;
+        let upstream_end_of_body = end_of_body || data.is_none();
+        if !upstream_end_of_body && data.as_ref().is_some_and(|d| d.is_empty()) {
+            return Ok((end_of_body, None));
+        }
+        let written = send_body_to1(
+            client_session,
+            Some(HttpTask::Body(data, upstream_end_of_body)),
+        )
+        .await;
+        Ok((end_of_body, Some(written)))
+    }
+
+    /// Applies a request body write's outcome as `proxy_handle_upstream`
+    /// does: an error ends the request side and the connection's reuse,
+    /// and is kept to explain a response read failure.
+    fn direct_sent(
+        written: Option<Result<bool>>,
+        upstream_request_done: &mut bool,
+        upstream_can_reuse: &mut bool,
+        send_error: &mut Option<Box<Error>>,
+    ) {
+        match written {
+            None => {}
+            Some(Ok(done)) => *upstream_request_done = done,
+            Some(Err(e)) => {
+                warn!("send error, draining read buf: {e}");
+                *upstream_request_done = true;
+                *upstream_can_reuse = false;
+                *send_error = Some(e);
+            }
+        }
+    }
+}
