@@ -139,6 +139,11 @@ impl ProxyHttp for TapProxy {
         RequestCtx::new(&self.tap, Instant::now())
     }
 
+    /// None. pingora's default adds a response compression module at
+    /// level 0 (off) that still runs on every body piece; tokentap never
+    /// compresses what it forwards.
+    fn init_downstream_modules(&self, _modules: &mut pingora::modules::http::HttpModules) {}
+
     async fn early_request_filter(
         &self,
         session: &mut Session,
