@@ -3,8 +3,10 @@
 //! sends its body only after the upstream's 100), a body the client sends
 //! in pieces while nothing has been answered yet, and an upstream that
 //! answers before it read the whole body (the client gets that answer, and
-//! the half-written connection is not pooled). Each against a raw upstream
-//! that says exactly what it saw.
+//! the half-written connection is not pooled); and a request whose body came
+//! with its head reaches the upstream in one TCP segment (patch 0002 corks
+//! the socket around head and body). Each against a raw upstream that says
+//! exactly what it saw.
 
 use crate::support::*;
 use std::net::SocketAddr;
@@ -22,6 +24,9 @@ enum Upstream {
     Continue,
     /// Reads a chunked body to its end and answers with its length.
     Chunked,
+    /// Keeps the connection, answers every content-length request, and
+    /// records the data segments its socket has received after each.
+    Segments,
     /// Answers 413 as soon as the head is in (keeping the connection, as
     /// a keep-alive server would).
     Early,
@@ -30,6 +35,15 @@ enum Upstream {
 struct Raw {
     addr: SocketAddr,
     connections: Arc<AtomicUsize>,
+    /// `Segments`: data segments received so far, after each request.
+    segments: Arc<std::sync::Mutex<Vec<u32>>>,
+}
+
+fn content_length(head: &str) -> usize {
+    head.lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 fn head_end(buf: &[u8]) -> Option<usize> {
@@ -59,11 +73,18 @@ async fn raw_upstream(kind: Upstream) -> Raw {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
     let connections = Arc::new(AtomicUsize::new(0));
+    let segments = Arc::new(std::sync::Mutex::new(Vec::new()));
     let c = connections.clone();
+    let f = segments.clone();
     tokio::spawn(async move {
         while let Ok((mut s, _)) = l.accept().await {
             c.fetch_add(1, Ordering::SeqCst);
+            let f = f.clone();
             tokio::spawn(async move {
+                if matches!(kind, Upstream::Segments) {
+                    segments_upstream(s, f).await;
+                    return;
+                }
                 let mut buf = Vec::new();
                 if !read_until(&mut s, &mut buf, |b| head_end(b).is_some()).await {
                     return;
@@ -83,17 +104,14 @@ async fn raw_upstream(kind: Upstream) -> Raw {
                         if expects {
                             let _ = s.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await;
                         }
-                        let len: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .and_then(|v| v.trim().parse().ok())
-                            .unwrap_or(0);
+                        let len = content_length(&head);
                         if read_until(&mut s, &mut buf, |b| b.len() >= head_len + len).await {
                             let body =
                                 format!("{{\"expect_seen\":{expects},\"body_bytes\":{len}}}");
                             let _ = s.write_all(&answer(&body)).await;
                         }
                     }
+                    Upstream::Segments => {}
                     Upstream::Chunked => {
                         if read_until(&mut s, &mut buf, |b| b.ends_with(b"0\r\n\r\n")).await {
                             let body_bytes = decode_chunked(&buf[head_len..]).len();
@@ -109,7 +127,35 @@ async fn raw_upstream(kind: Upstream) -> Raw {
             });
         }
     });
-    Raw { addr, connections }
+    Raw {
+        addr,
+        connections,
+        segments,
+    }
+}
+
+/// `Upstream::Segments` on one connection: request after request, notes
+/// the socket's data segments received (TCP_INFO) once each is whole.
+async fn segments_upstream(mut s: TcpStream, seen: Arc<std::sync::Mutex<Vec<u32>>>) {
+    use std::os::fd::AsRawFd;
+    let mut buf = Vec::new();
+    loop {
+        if !read_until(&mut s, &mut buf, |b| head_end(b).is_some()).await {
+            return;
+        }
+        let head_len = head_end(&buf).unwrap();
+        let head = String::from_utf8_lossy(&buf[..head_len]).to_lowercase();
+        let whole = head_len + content_length(&head);
+        if !read_until(&mut s, &mut buf, |b| b.len() >= whole).await {
+            return;
+        }
+        buf.drain(..whole);
+        let info = pingora::protocols::l4::ext::get_tcp_info(s.as_raw_fd()).unwrap();
+        seen.lock().unwrap().push(info.tcpi_data_segs_in);
+        if s.write_all(&answer("{}")).await.is_err() {
+            return;
+        }
+    }
 }
 
 fn decode_chunked(mut b: &[u8]) -> Vec<u8> {
@@ -224,4 +270,22 @@ async fn an_answer_before_the_body_is_done_reaches_the_client_and_is_not_pooled(
     }
     // A connection left with half a request body is never reused.
     assert_eq!(up.connections.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_came_with_its_head_reaches_the_upstream_in_one_segment() {
+    let _g = serial().await;
+    let up = raw_upstream(Upstream::Segments).await;
+    let tap = Tap::start(&format!("http://{}", up.addr), "");
+    for _ in 0..20 {
+        let r = post(tap.addr, &[], &chat(false, false)).await;
+        assert_eq!(r.status, 200);
+    }
+    let seen = up.segments.lock().unwrap().clone();
+    println!("upstream data segments received, after each request: {seen:?}");
+    assert_eq!(seen.len(), 20);
+    assert_eq!(up.connections.load(Ordering::SeqCst), 1);
+    // One segment per request (head and body together); uncorked, the
+    // head leaves alone: two.
+    assert_eq!(seen.last().copied(), Some(20), "segments: {seen:?}");
 }

@@ -11,6 +11,7 @@
 use super::*;
 use crate::proxy_cache::{range_filter::RangeBodyFilter, ServeFromCache};
 use crate::proxy_h1::send_body_to1;
+use pingora_core::protocols::UniqueIDType;
 
 /// The session is one the direct relay handles.
 pub(crate) fn direct_applies(session: &Session, upgrade_request: bool) -> bool {
@@ -21,23 +22,114 @@ pub(crate) fn direct_applies(session: &Session, upgrade_request: bool) -> bool {
         && !session.was_upgraded()
 }
 
+/// The first piece of the client's body if it is already read (pingora
+/// holds what came with the head): `None` when there is none to wait for,
+/// it is not here yet, the client expects a `100 Continue` first, or a
+/// retry resends the buffered body.
+fn direct_first_piece(session: &mut Session) -> Result<Option<Option<Bytes>>> {
+    let expects_continue = session
+        .req_header()
+        .headers
+        .contains_key(http::header::EXPECT);
+    if expects_continue
+        || session.as_ref().get_retry_buffer().is_some()
+        || session.as_mut().is_body_empty()
+        || session.as_mut().is_body_done()
+    {
+        return Ok(None);
+    }
+    // Cancel-safe (`proxy_1to1` races it in a `select!`): a piece not here
+    // yet is read by the relay loop.
+    match session
+        .downstream_session
+        .read_body_or_idle(false)
+        .now_or_never()
+    {
+        Some(Ok(piece)) => Ok(Some(piece)),
+        Some(Err(e)) => Err(e),
+        None => Ok(None),
+    }
+}
+
+/// Sets or clears `TCP_CORK` on the upstream socket; whether it took.
+#[cfg(target_os = "linux")]
+fn cork(fd: UniqueIDType, on: bool) -> bool {
+    let value: libc::c_int = on.into();
+    // Safety: `fd` is the upstream session's open socket; `value` outlives
+    // the call and its size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CORK,
+            std::ptr::addr_of!(value).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    rc == 0
+}
+
+#[cfg(not(target_os = "linux"))]
+fn cork(_fd: UniqueIDType, _on: bool) -> bool {
+    false
+}
+
 impl<SV, C> HttpProxy<SV, C>
 where
     C: custom::Connector,
 {
-    /// `(downstream reusable, upstream reusable)`, as `proxy_1to1`'s halves
-    /// decide them.
+    /// Writes the request head and relays the request: `proxy_1to1`'s
+    /// `(downstream reusable, upstream reusable, error)`.
     pub(crate) async fn proxy_1to1_direct(
         &self,
         session: &mut Session,
         client_session: &mut HttpSessionV1,
+        req: Box<RequestHeader>,
+        ctx: &mut SV::CTX,
+    ) -> (bool, bool, Option<Box<Error>>)
+    where
+        SV: ProxyHttp + Send + Sync,
+        SV::CTX: Send + Sync,
+    {
+        session.as_mut().enable_retry_buffering();
+        // The first piece of the client's body, when it is already here, is
+        // written right behind the head with the socket corked: head and
+        // body leave in one segment, not two sends and two wake-ups.
+        let first = match direct_first_piece(session) {
+            Ok(first) => first,
+            Err(e) => return (false, false, Some(e.into_down())),
+        };
+        let fd = client_session.id();
+        let corked = first.is_some() && cork(fd, true);
+        if let Err(e) = client_session.write_request_header(req).await {
+            return (false, false, Some(e.into_up()));
+        }
+        match self
+            .direct_relay(session, client_session, first, corked, ctx)
+            .await
+        {
+            Ok((downstream_can_reuse, upstream_can_reuse)) => {
+                (downstream_can_reuse, upstream_can_reuse, None)
+            }
+            Err(e) => (false, false, Some(e)),
+        }
+    }
+
+    /// `(downstream reusable, upstream reusable)`, as `proxy_1to1`'s halves
+    /// decide them. `first`: a piece of the client's body already read
+    /// (the socket is corked when `corked`, uncorked once it is written).
+    async fn direct_relay(
+        &self,
+        session: &mut Session,
+        client_session: &mut HttpSessionV1,
+        first: Option<Option<Bytes>>,
+        corked: bool,
         ctx: &mut SV::CTX,
     ) -> Result<(bool, bool)>
     where
         SV: ProxyHttp + Send + Sync,
         SV::CTX: Send + Sync,
     {
-        session.as_mut().enable_retry_buffering();
         // The client's body is read whole (`downstream_done`); the upstream
         // was sent its end (`upstream_request_done`).
         let mut downstream_done = session.as_mut().is_body_done();
@@ -47,10 +139,22 @@ where
 
         // A retry sends the buffered body; an empty body is sent (ended) now.
         let buffer = session.as_ref().get_retry_buffer();
-        if buffer.is_some() || session.as_mut().is_body_empty() {
+        let piece = match first {
+            Some(piece) => Some((piece, session.is_body_done())),
+            None if buffer.is_some() || session.as_mut().is_body_empty() => {
+                Some((buffer, downstream_done))
+            }
+            None => None,
+        };
+        if let Some((piece, end)) = piece {
             let sent = self
-                .direct_request_piece(session, client_session, buffer, downstream_done, ctx)
-                .await?;
+                .direct_request_piece(session, client_session, piece, end, ctx)
+                .await;
+            if corked && !cork(client_session.id(), false) {
+                // Still corked: the connection must not be pooled.
+                upstream_can_reuse = false;
+            }
+            let sent = sent?;
             downstream_done = sent.0;
             Self::direct_sent(
                 sent.1,

@@ -120,20 +120,17 @@ where
 
         debug!("Sending header to upstream {:?}", req);
 
+        if crate::proxy_direct::direct_applies(session, upgrade_request) {
+            return self
+                .proxy_1to1_direct(session, client_session, Box::new(req), ctx)
+                .await;
+        }
+
         match client_session.write_request_header(Box::new(req)).await {
             Ok(_) => { /* Continue */ }
             Err(e) => {
                 return (false, false, Some(e.into_up()));
             }
-        }
-
-        if crate::proxy_direct::direct_applies(session, upgrade_request) {
-            return match self.proxy_1to1_direct(session, client_session, ctx).await {
-                Ok((downstream_can_reuse, upstream_can_reuse)) => {
-                    (downstream_can_reuse, upstream_can_reuse, None)
-                }
-                Err(e) => (false, false, Some(e)),
-            };
         }
 
         let mut downstream_custom_message_writer = session
