@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# A perf profile of tokentap relaying many streams (BENCHMARKS.md, "Where
+# the time goes"): builds the profiling binary (symbols, line tables), runs
+# `tokentap bench --cells s5` up to 1,024 streams with only tokentap, and
+# records core 1 (where the bench pins the system under test) for 12 s
+# while the streams run. Writes OUT.data and OUT.txt (by binary, then the
+# top symbols by self time). Needs perf and two or more CPUs.
+#   scripts/profile-streams.sh [OUT]    (default docs/profiles/s5-1024-streams)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-docs/profiles/s5-1024-streams}"
+command -v perf >/dev/null || { echo "profile-streams: perf is not installed (apt install linux-perf)" >&2; exit 1; }
+cargo build --profile profiling --locked --bin tokentap
+cargo build --release --locked --bin tokentap
+runs="$(mktemp -d)"
+./target/release/tokentap bench --systems tokentap --cells s5 --s5-max 1024 --rounds 1 \
+  --tokentap ./target/profiling/tokentap --out "$runs" > "$runs/results.md" 2> "$runs/bench.err" &
+bench=$!
+sleep 4
+perf record -C 1 -F 999 -g -o "$out.data" -- sleep 12 2> "$runs/perf.err"
+wait "$bench"
+{
+  echo "# perf record -C 1 -F 999 -g, 12 s of tokentap bench --systems tokentap --cells s5 --s5-max 1024 --rounds 1"
+  echo "# (profiling build, $(git rev-parse --short HEAD); $(nproc) CPUs; tokentap pinned to core 1)"
+  echo "# CPU per event in that run: $(grep '^| tokentap' "$runs/results.md" | awk -F'|' '{print $8}') µs"
+  echo "#"
+  echo "# by binary:"
+  perf report -i "$out.data" --no-children --sort dso --stdio -g none 2>/dev/null | grep -E "^ +[0-9]" | head -5
+  echo "#"
+  echo "# top 60 symbols (self):"
+  perf report -i "$out.data" --no-children --sort sym --stdio -g none 2>/dev/null | grep -E "^ +[0-9]" | head -60
+} > "$out.txt"
+rm -rf "$runs"
+echo "profile-streams: $out.txt"
