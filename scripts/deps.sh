@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing tokentap needs and is missing:
 #   cmake      pingora's zlib-ng build, and llama.cpp's (Debian/Ubuntu: apt)
+#   patch      scripts/vendor-check.sh takes vendor/patches/ off a copy (make lint)
 #   g++        llama.cpp's server, the real engine of it::engine (scripts/engine.sh)
 #   promtool   `promtool check metrics` in the tests (Debian/Ubuntu: package prometheus)
 #   nginx      a real gateway hop between two taps in the attribution tests
@@ -17,6 +18,7 @@ cd "$(dirname "$0")/.."
 apt_packages=()
 command -v cmake >/dev/null 2>&1 || apt_packages+=(cmake)
 command -v g++ >/dev/null 2>&1 || apt_packages+=(g++)
+command -v patch >/dev/null 2>&1 || apt_packages+=(patch)
 command -v promtool >/dev/null 2>&1 || apt_packages+=(prometheus)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_packages+=(nginx-light)
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || apt_packages+=(haproxy)
@@ -36,7 +38,7 @@ if [ "${#apt_packages[@]}" -gt 0 ]; then
       fi
     done
   else
-    echo "deps: please install: ${apt_packages[*]} (cmake for the build; promtool from Prometheus, nginx, haproxy, docker-compose and chromium for the tests)" >&2
+    echo "deps: please install: ${apt_packages[*]} (cmake for the build; patch for make lint; promtool from Prometheus, nginx, haproxy, docker-compose and chromium for the tests)" >&2
     exit 1
   fi
 fi
