@@ -219,12 +219,21 @@ pub fn s9(md: &mut String, r: &Results, systems: &[System]) {
         for c in CONNECTIONS {
             let mine = point(*s, c, &cpu);
             let nginx = point(System::Nginx, c, &cpu);
+            // No CPU figure (direct) or no nginx in the run: a dash.
+            let fmt = |x: f64, digits: usize| {
+                if x.is_finite() {
+                    format!("{x:.digits$}")
+                } else {
+                    "—".to_string()
+                }
+            };
             let _ = write!(
                 row,
-                " {:.0} ({}) | {mine:.1} | {:.2} |",
+                " {:.0} ({}) | {} | {} |",
                 point(*s, c, &|x| x.rps),
                 us(point(*s, c, &|x| x.latency.p99)),
-                mine / nginx
+                fmt(mine, 1),
+                fmt(mine / nginx, 2)
             );
         }
         let errors: u64 = rounds
