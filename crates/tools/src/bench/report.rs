@@ -12,6 +12,27 @@ pub(super) fn rounds_of<T>(rows: &[(System, Vec<T>)], system: System) -> Option<
     rows.iter().find(|(s, _)| *s == system).map(|(_, v)| v)
 }
 
+/// For cells with several points per round (S4's concurrencies, S9's
+/// connection counts): the median over rounds of `f` at the point `at`
+/// picks (non-finite figures left out, as `median` does). NaN when the
+/// system did not run.
+pub(super) fn median_at<P>(
+    rows: &[(System, Vec<Vec<P>>)],
+    system: System,
+    at: impl Fn(&P) -> bool,
+    f: impl Fn(&P) -> f64,
+) -> f64 {
+    rounds_of(rows, system).map_or(f64::NAN, |rounds| {
+        median(
+            rounds
+                .iter()
+                .filter_map(|points| points.iter().find(|p| at(p)))
+                .map(f)
+                .collect(),
+        )
+    })
+}
+
 /// Median over rounds of f(system round) − f(direct round).
 fn added<T>(rows: &[(System, Vec<T>)], system: System, f: impl Fn(&T) -> f64) -> (f64, f64) {
     let (Some(sys), Some(dir)) = (rounds_of(rows, system), rounds_of(rows, System::Direct)) else {
@@ -190,24 +211,22 @@ pub fn markdown(r: &Results) -> String {
         let _ = writeln!(md, "| figure | on − off |\n|---|---|");
         let _ = writeln!(md, "| S1 latency p50 | {} |", us(d50));
         let _ = writeln!(md, "| S1 CPU per request | {:.1} µs |", cpu(on) - cpu(off));
-        if let (Some(on), Some(off)) = (
-            rounds_of(&r.s9, System::Tokentap),
-            rounds_of(&r.s9, System::TokentapOff),
-        ) {
+        if rounds_of(&r.s9, System::Tokentap).is_some()
+            && rounds_of(&r.s9, System::TokentapOff).is_some()
+        {
             for c in super::wrk::CONNECTIONS {
-                let cpu = |v: &Vec<Vec<super::wrk::S9>>| {
-                    median(
-                        v.iter()
-                            .flatten()
-                            .filter(|x| x.connections == c)
-                            .filter_map(|x| x.cpu_us_per_request)
-                            .collect(),
+                let cpu = |s: System| {
+                    median_at(
+                        &r.s9,
+                        s,
+                        |x| x.connections == c,
+                        |x| x.cpu_us_per_request.unwrap_or(f64::NAN),
                     )
                 };
                 let _ = writeln!(
                     md,
                     "| S9 wrk c={c} CPU per request | {:.1} µs |",
-                    cpu(on) - cpu(off)
+                    cpu(System::Tokentap) - cpu(System::TokentapOff)
                 );
             }
         }
@@ -282,15 +301,7 @@ fn s4_table(md: &mut String, r: &Results, systems: &[System]) {
     );
     let _ = writeln!(md, "|---|{}---|---|", "---|".repeat(concurrencies.len()));
     let point = |s: System, c: u32, f: &dyn Fn(&super::cells::S4) -> f64| -> f64 {
-        rounds_of(&r.s4, s).map_or(f64::NAN, |rounds| {
-            median(
-                rounds
-                    .iter()
-                    .filter_map(|p| p.iter().find(|x| x.concurrency == c))
-                    .map(f)
-                    .collect(),
-            )
-        })
+        median_at(&r.s4, s, |x| x.concurrency == c, f)
     };
     for s in systems {
         if rounds_of(&r.s4, *s).is_none() {
@@ -361,4 +372,27 @@ pub fn pathologies(r: &Results) -> Vec<String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_at_takes_the_picked_point_of_every_round() {
+        // Two rounds of (point, figure); the second round lacks point 2.
+        let rows = vec![(
+            System::Tokentap,
+            vec![
+                vec![(1, 10.0), (2, 100.0)],
+                vec![(1, 30.0)],
+                vec![(1, f64::NAN), (2, 300.0)],
+            ],
+        )];
+        let at = |p: u32| move |x: &(u32, f64)| x.0 == p;
+        assert_eq!(median_at(&rows, System::Tokentap, at(1), |x| x.1), 20.0);
+        assert_eq!(median_at(&rows, System::Tokentap, at(2), |x| x.1), 200.0);
+        assert!(median_at(&rows, System::Tokentap, at(3), |x| x.1).is_nan());
+        assert!(median_at(&rows, System::Nginx, at(1), |x| x.1).is_nan());
+    }
 }

@@ -2,8 +2,7 @@
 //! report; the other per-round cells are in `report.rs`.
 
 use super::accuracy::S6;
-use super::report::{rounds_of as of, us};
-use super::stats::median;
+use super::report::{median_at, rounds_of as of, us};
 use super::sweep::{S3, S3_MAX_ERRORS, S5};
 use super::systems::System;
 use super::wrk::{CONNECTIONS, S9};
@@ -194,15 +193,7 @@ pub fn s9(md: &mut String, r: &Results, systems: &[System]) {
     );
     let _ = writeln!(md, "Debian's `wrk` on the driver's core sends the S4 request; per connection count: requests per second (p99), CPU µs per request of the system (median over rounds), and that CPU as a multiple of nginx's. Errors: non-2xx responses and socket errors over all rounds.\n");
     let point = |s: System, c: u32, f: &dyn Fn(&S9) -> f64| -> f64 {
-        of(&r.s9, s).map_or(f64::NAN, |rounds| {
-            median(
-                rounds
-                    .iter()
-                    .filter_map(|p| p.iter().find(|x| x.connections == c))
-                    .map(f)
-                    .collect(),
-            )
-        })
+        median_at(&r.s9, s, |x| x.connections == c, f)
     };
     let cpu = |x: &S9| x.cpu_us_per_request.unwrap_or(f64::NAN);
     let mut head = String::from("| system |");
