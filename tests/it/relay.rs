@@ -172,6 +172,20 @@ fn decode_chunked(mut b: &[u8]) -> Vec<u8> {
     out
 }
 
+/// The client reads until `done`; fails with `what` and what it read.
+async fn client_reads(
+    c: &mut TcpStream,
+    seen: &mut Vec<u8>,
+    done: impl Fn(&[u8]) -> bool,
+    what: &str,
+) {
+    assert!(
+        read_until(c, seen, done).await,
+        "{what}; read: {:?}",
+        String::from_utf8_lossy(seen)
+    );
+}
+
 async fn connect(addr: SocketAddr) -> TcpStream {
     let s = TcpStream::connect(addr).await.unwrap();
     s.set_nodelay(true).unwrap();
@@ -192,10 +206,13 @@ async fn expect_100_continue_waits_for_the_upstreams_100_then_forwards_the_body(
     c.write_all(head.as_bytes()).await.unwrap();
     // The body is held back until the 100 arrives, as a client does.
     let mut seen = Vec::new();
-    assert!(
-        read_until(&mut c, &mut seen, |b| head_end(b).is_some()).await,
-        "no 100 Continue reached the client"
-    );
+    client_reads(
+        &mut c,
+        &mut seen,
+        |b| head_end(b).is_some(),
+        "no 100 Continue reached the client",
+    )
+    .await;
     assert!(
         seen.starts_with(b"HTTP/1.1 100"),
         "first answer: {:?}",
@@ -204,11 +221,13 @@ async fn expect_100_continue_waits_for_the_upstreams_100_then_forwards_the_body(
     seen.drain(..head_end(&seen).unwrap());
     c.write_all(&body).await.unwrap();
     let want = format!("{{\"expect_seen\":true,\"body_bytes\":{}}}", body.len());
-    assert!(
-        read_until(&mut c, &mut seen, |b| b.ends_with(want.as_bytes())).await,
-        "response: {:?}",
-        String::from_utf8_lossy(&seen)
-    );
+    client_reads(
+        &mut c,
+        &mut seen,
+        |b| b.ends_with(want.as_bytes()),
+        "no whole response",
+    )
+    .await;
     assert!(seen.starts_with(b"HTTP/1.1 200"));
 }
 
@@ -233,11 +252,13 @@ async fn a_body_sent_in_pieces_reaches_the_upstream_whole() {
     c.write_all(b"0\r\n\r\n").await.unwrap();
     let want = format!("{{\"body_bytes\":{}}}", body.len());
     let mut seen = Vec::new();
-    assert!(
-        read_until(&mut c, &mut seen, |b| b.ends_with(want.as_bytes())).await,
-        "response: {:?}",
-        String::from_utf8_lossy(&seen)
-    );
+    client_reads(
+        &mut c,
+        &mut seen,
+        |b| b.ends_with(want.as_bytes()),
+        "no whole response",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
