@@ -2,7 +2,10 @@
 //! the SSE decoder with the OpenAI classifier, and the whole recording path
 //! (`Meter::response_body` into a `TapSink` with real Prometheus
 //! histograms), also with a tiktoken estimate of every event's text
-//! (`estimate_tokens`). `cargo bench -p tokentap-proxy --bench hot_path`.
+//! (`estimate_tokens`); and the whole measuring of one non-streamed request
+//! (the Meter from request line to record, then the record into the
+//! metrics), in ns per request, with Prometheus only and with OTLP metrics
+//! too. `cargo bench -p tokentap-proxy --bench hot_path`.
 #![allow(clippy::unwrap_used)] // a benchmark's setup
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
@@ -12,7 +15,8 @@ use std::time::{Duration, Instant, SystemTime};
 use tokentap_core::decode::openai;
 use tokentap_core::decode::sse::{SseDecoder, SseItem, SseLimits};
 use tokentap_core::decode::tokens::{Estimator, Tokenizer};
-use tokentap_core::record::{Meter, MeterLimits};
+use tokentap_core::record::{Meter, MeterLimits, TransportEnd};
+use tokentap_proxy::metrics::otel;
 use tokentap_proxy::metrics::{Metrics, TapLabels, TapSink};
 
 const EVENTS: usize = 64;
@@ -105,5 +109,63 @@ fn record(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, decode, record);
+/// The S4/S9 request and the simulator's answer to it.
+const REQ: &[u8] = br#"{"model":"sim-16x0","stream":false,"max_tokens":16,"messages":[{"role":"user","content":"benchmark"}]}"#;
+const RESP: &[u8] = br#"{"choices":[{"finish_reason":"length","index":0,"message":{"content":"0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 ","role":"assistant"}}],"created":0,"id":"sim-0","model":"sim-16x0","object":"chat.completion","usage":{"completion_tokens":16,"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":0},"total_tokens":25}}"#;
+
+/// What a tap does for one non-streamed request, in the hooks' order.
+fn one_request(metrics: &Arc<Metrics>, labels: &TapLabels, limits: MeterLimits) {
+    let t0 = Instant::now();
+    let mut m = Meter::new(t0, SystemTime::now(), limits);
+    m.request_head("/v1/chat/completions", Some(b"s9"), Some(REQ.len() as u64));
+    let _ = m.request_body(black_box(REQ), true);
+    let mut sink = TapSink::new(metrics.clone(), labels.clone(), None);
+    sink.prepare(m.requested_model(), m.operation());
+    m.response_head(
+        t0,
+        200,
+        Some(b"application/json"),
+        None,
+        Some(RESP.len() as u64),
+    );
+    m.response_body(t0, black_box(RESP), &mut sink);
+    m.response_end(t0);
+    let record = m.finish(t0, TransportEnd::Complete);
+    let model = sink.model_label(record.model(), record.operation);
+    metrics.record(labels, &model, &record);
+    black_box(record);
+}
+
+fn request(c: &mut Criterion) {
+    let labels = TapLabels {
+        tap: "bench".into(),
+        boundary: tokentap_core::tap::Boundary::Engine,
+    };
+    let limits = MeterLimits {
+        request_body_bytes: 4 << 20,
+        json_body_bytes: 16 << 20,
+        sse: SseLimits {
+            max_line_bytes: 1 << 20,
+            max_event_bytes: 1 << 20,
+        },
+    };
+    let mut g = c.benchmark_group("request");
+    g.throughput(Throughput::Elements(1));
+    for (name, metrics) in [
+        (
+            "meter+metrics per non-streamed request",
+            Metrics::new(50).unwrap(),
+        ),
+        (
+            "meter+metrics+otlp per non-streamed request",
+            Metrics::new(50).unwrap().with_otel(otel::discarding()),
+        ),
+    ] {
+        let metrics = Arc::new(metrics);
+        g.bench_function(name, |b| b.iter(|| one_request(&metrics, &labels, limits)));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, decode, record, request);
 criterion_main!(benches);

@@ -1,8 +1,10 @@
 //! The per-chunk promise: once a request is under way, feeding response
 //! pieces through the `Meter` into the production `TapSink` (histogram
-//! observations) allocates nothing. Measured with a counting global
-//! allocator (this test binary only).
+//! observations) allocates nothing; nor does recording a finished request
+//! into series that exist. Measured with a counting global allocator (this
+//! test binary only).
 
+use crate::metrics::otel::discarding;
 use crate::metrics::{Metrics, TapLabels, TapSink};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -50,15 +52,7 @@ fn per_chunk_path_allocates_nothing() {
 
 #[test]
 fn per_chunk_path_allocates_nothing_with_otlp_metrics_on() {
-    use opentelemetry::metrics::MeterProvider as _;
-    let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(Discard)
-        .with_interval(std::time::Duration::from_secs(3600))
-        .build();
-    let provider = opentelemetry_sdk::metrics::SdkMeterProvider::builder()
-        .with_reader(reader)
-        .build();
-    let otel = crate::metrics::otel::OtelMetrics::new(&provider.meter("t"), Default::default());
-    per_chunk_allocations(Metrics::new(10).unwrap().with_otel(otel));
+    per_chunk_allocations(Metrics::new(10).unwrap().with_otel(discarding()));
 }
 
 fn per_chunk_allocations(metrics: Metrics) {
@@ -106,26 +100,46 @@ fn per_chunk_allocations(metrics: Metrics) {
     assert!(r.measure_error.is_none());
 }
 
-/// A metric exporter that drops everything (the test only records).
-struct Discard;
+/// The per-request promise of the metrics: once a (tap, model, operation)
+/// has its series, recording a finished request into them allocates
+/// nothing (one map lookup, then atomics); with OTLP metrics on too (the
+/// attributes are built with the series, not per observation).
+#[test]
+fn recording_a_finished_request_allocates_nothing_once_its_series_exist() {
+    record_allocations(Metrics::new(10).unwrap());
+}
 
-impl opentelemetry_sdk::metrics::exporter::PushMetricExporter for Discard {
-    async fn export(
-        &self,
-        _: &opentelemetry_sdk::metrics::data::ResourceMetrics,
-    ) -> opentelemetry_sdk::error::OTelSdkResult {
-        Ok(())
-    }
-    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
-        Ok(())
-    }
-    fn shutdown_with_timeout(
-        &self,
-        _: std::time::Duration,
-    ) -> opentelemetry_sdk::error::OTelSdkResult {
-        Ok(())
-    }
-    fn temporality(&self) -> opentelemetry_sdk::metrics::Temporality {
-        opentelemetry_sdk::metrics::Temporality::Cumulative
-    }
+#[test]
+fn recording_a_finished_request_allocates_nothing_with_otlp_metrics_on() {
+    record_allocations(Metrics::new(10).unwrap().with_otel(discarding()));
+}
+
+fn record_allocations(metrics: Metrics) {
+    let tap = TapLabels {
+        tap: Arc::from("t"),
+        boundary: tokentap_core::tap::Boundary::Engine,
+    };
+    let req = br#"{"model":"m","stream":false,"messages":[{"role":"user","content":"hi"}]}"#;
+    let resp = br#"{"choices":[{"finish_reason":"stop","index":0,"message":{"content":"a b","role":"assistant"}}],"model":"m","usage":{"completion_tokens":2,"prompt_tokens":9,"total_tokens":11}}"#;
+    let t0 = Instant::now();
+    let mut m = Meter::new(t0, SystemTime::now(), LIMITS);
+    m.request_head("/v1/chat/completions", None, Some(req.len() as u64));
+    assert_eq!(m.request_body(req, true), None);
+    m.response_head(t0, 200, Some(b"application/json"), None, None);
+    m.response_body(t0, resp, &mut ());
+    m.response_end(t0);
+    let r = m.finish(t0, TransportEnd::Complete);
+    assert_eq!((r.input_tokens, r.output_tokens), (Some(9), Some(2)));
+    let model = metrics.model_label(Some("m"));
+    metrics.record(&tap, &model, &r);
+    let info = allocation_counter::measure(|| {
+        for _ in 0..100 {
+            metrics.record(&tap, &model, &r);
+        }
+    });
+    assert_eq!(
+        info.count_total, 0,
+        "{} allocations over 100 records",
+        info.count_total
+    );
 }

@@ -8,9 +8,11 @@
 //! `Metric<L>` and labelled by an `L` (`tokentap_core::labels`).
 
 pub mod attribution;
+mod handles;
 pub mod otel;
 pub mod prom;
 mod record;
+pub mod series;
 mod sink;
 pub mod window_gauges;
 
@@ -42,6 +44,8 @@ pub struct Metrics {
     pub models: ModelLabels,
     /// The first-N tenants of the mergeable tenant series.
     pub tenants: ModelLabels,
+    /// Each (tap, model, operation)'s series, resolved once.
+    series: series::SeriesCache,
 }
 
 /// A tap's in-flight gauge in both exports (resolved once per tap).
@@ -77,6 +81,7 @@ impl Metrics {
             otel: None,
             models: ModelLabels::new(max_models),
             tenants: ModelLabels::with_absent(DEFAULT_MAX_TENANTS, "none"),
+            series: series::SeriesCache::default(),
         };
         m.touch(
             &table::LABEL_OVERFLOW,
@@ -108,6 +113,8 @@ impl Metrics {
     /// Also records into OpenTelemetry instruments.
     pub fn with_otel(mut self, otel: OtelMetrics) -> Self {
         self.otel = Some(otel);
+        // Series resolved before had no OpenTelemetry side.
+        self.series = series::SeriesCache::default();
         self
     }
 

@@ -129,3 +129,41 @@ impl OtelMetrics {
         }
     }
 }
+
+/// The instruments of a real SDK pipeline whose exporter drops everything
+/// (exporting once an hour): what the allocation tests and the benchmarks
+/// record into when they measure the OpenTelemetry side.
+pub fn discarding() -> OtelMetrics {
+    use opentelemetry::metrics::MeterProvider as _;
+    let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(Discard)
+        .with_interval(std::time::Duration::from_secs(3600))
+        .build();
+    let provider = opentelemetry_sdk::metrics::SdkMeterProvider::builder()
+        .with_reader(reader)
+        .build();
+    OtelMetrics::new(&provider.meter("discarding"), HashMap::new())
+}
+
+/// A metric exporter that drops what it is given.
+struct Discard;
+
+impl opentelemetry_sdk::metrics::exporter::PushMetricExporter for Discard {
+    async fn export(
+        &self,
+        _: &opentelemetry_sdk::metrics::data::ResourceMetrics,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
+    }
+    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
+    }
+    fn shutdown_with_timeout(
+        &self,
+        _: std::time::Duration,
+    ) -> opentelemetry_sdk::error::OTelSdkResult {
+        Ok(())
+    }
+    fn temporality(&self) -> opentelemetry_sdk::metrics::Temporality {
+        opentelemetry_sdk::metrics::Temporality::Cumulative
+    }
+}

@@ -1,18 +1,15 @@
 //! The per-request, per-chunk side of the metrics: `TapSink` is the
 //! `TokenSink` the proxy hands the `Meter`. It resolves a request's labels
-//! once (histogram children in both exports), then every token-bearing
-//! event is a few observations and, when kept, one event time.
+//! once (its `series::ModelSeries`), then every token-bearing event is a
+//! few observations and, when kept, one event time.
 
-use super::otel::Instrument;
+use super::series::ModelSeries;
 use super::{Metrics, TapLabels};
 use crate::sinks::EventObserver;
-use opentelemetry::KeyValue;
-use prometheus::Histogram;
 use std::sync::Arc;
 use tokentap_core::decode::Operation;
-use tokentap_core::labels::{ModelLabel, PerModel};
+use tokentap_core::labels::ModelLabel;
 use tokentap_core::record::{TokenEvent, TokenSink};
-use tokentap_core::table::{self, Metric};
 
 /// The per-request sink the proxy gives the `Meter`: resolves the labels
 /// (at the response headers, or at the first token event when the request
@@ -40,38 +37,9 @@ pub struct Offsets {
 /// Token-event times reserved per request before any is recorded.
 pub const OFFSETS_RESERVED: usize = 1024;
 
-/// A histogram child in both exports, attributes built once per request.
-struct Handle {
-    prom: Option<Histogram>,
-    otel: Option<(opentelemetry::metrics::Histogram<f64>, Vec<KeyValue>)>,
-}
-
-impl Handle {
-    fn new(metrics: &Metrics, m: &Metric<PerModel>, labels: &PerModel) -> Handle {
-        Handle {
-            prom: metrics.prom.histogram(m, labels),
-            otel: metrics.otel.as_ref().and_then(|o| match o.instrument(m) {
-                Some(Instrument::Histogram(h)) => Some((h.clone(), o.attributes(labels))),
-                _ => None,
-            }),
-        }
-    }
-
-    fn observe(&self, v: f64) {
-        if let Some(h) = &self.prom {
-            h.observe(v);
-        }
-        if let Some((h, attrs)) = &self.otel {
-            h.record(v, attrs);
-        }
-    }
-}
-
 struct Resolved {
     model: ModelLabel,
-    itl: Handle,
-    itl_per_token: Handle,
-    tokens_per_event: Handle,
+    series: Arc<ModelSeries>,
 }
 
 impl TapSink {
@@ -112,18 +80,13 @@ impl TapSink {
     }
 
     fn resolve(&mut self, raw_model: Option<&str>, operation: Operation) -> &Resolved {
-        let metrics = &self.metrics;
-        let tap = &self.tap;
-        self.resolved.get_or_insert_with(|| {
-            let model = metrics.model_label(raw_model);
-            let labels = tap.per_model(&model.value, operation);
-            Resolved {
-                itl: Handle::new(metrics, &table::ITL, &labels),
-                itl_per_token: Handle::new(metrics, &table::ITL_PER_TOKEN, &labels),
-                tokens_per_event: Handle::new(metrics, &table::TOKENS_PER_EVENT, &labels),
-                model,
-            }
-        })
+        resolve(
+            &mut self.resolved,
+            &self.metrics,
+            &self.tap,
+            raw_model,
+            operation,
+        )
     }
 
     /// Resolves the labels before the first response piece when the request
@@ -151,21 +114,28 @@ impl TapSink {
     }
 }
 
+/// The request's labels and series, resolved at the first call.
+fn resolve<'a>(
+    resolved: &'a mut Option<Resolved>,
+    metrics: &Metrics,
+    tap: &TapLabels,
+    raw_model: Option<&str>,
+    operation: Operation,
+) -> &'a Resolved {
+    resolved.get_or_insert_with(|| {
+        let model = metrics.model_label(raw_model);
+        Resolved {
+            series: metrics.series(tap, &model.value, operation),
+            model,
+        }
+    })
+}
+
 impl TokenSink for TapSink {
     fn token_event(&mut self, ev: &TokenEvent<'_>) {
-        let r = self.resolve(ev.model, ev.operation);
-        if let Some(gap) = ev.gap {
-            r.itl.observe(gap.as_secs_f64());
-        }
-        if let Some(n) = ev.tokens {
-            r.tokens_per_event.observe(n as f64);
-            if let (Some(gap), true) = (ev.gap, n > 0) {
-                let per_token = gap.as_secs_f64() / n as f64;
-                for _ in 0..n.min(table::ITL_PER_TOKEN_MAX_OBSERVATIONS) {
-                    r.itl_per_token.observe(per_token);
-                }
-            }
-        }
+        self.resolve(ev.model, ev.operation)
+            .series
+            .token_event(ev.gap, ev.tokens);
         if let Some(o) = self.offsets.as_mut() {
             if o.micros.len() < o.cap {
                 o.micros

@@ -1,0 +1,123 @@
+//! `series`: one series per key, the bound, and the exposition unchanged.
+
+use super::*;
+use std::time::{Instant, SystemTime};
+use tokentap_core::decode::sse::SseLimits;
+use tokentap_core::record::{Meter, MeterLimits, TransportEnd};
+
+const LIMITS: MeterLimits = MeterLimits {
+    request_body_bytes: 1 << 20,
+    json_body_bytes: 1 << 20,
+    sse: SseLimits {
+        max_line_bytes: 1 << 20,
+        max_event_bytes: 1 << 20,
+    },
+};
+
+fn tap() -> TapLabels {
+    TapLabels {
+        tap: Arc::from("t"),
+        boundary: Boundary::Engine,
+    }
+}
+
+/// A finished non-streamed chat request with usage (as the simulator
+/// answers S9's request).
+fn record() -> RequestRecord {
+    let req = br#"{"model":"m","stream":false,"messages":[{"role":"user","content":"hi"}]}"#;
+    let resp = br#"{"choices":[{"finish_reason":"stop","index":0,"message":{"content":"a b","role":"assistant"}}],"model":"m","object":"chat.completion","usage":{"completion_tokens":2,"prompt_tokens":9,"total_tokens":11}}"#;
+    let t0 = Instant::now();
+    let mut m = Meter::new(t0, SystemTime::now(), LIMITS);
+    m.request_head("/v1/chat/completions", None, Some(req.len() as u64));
+    assert_eq!(m.request_body(req, true), None);
+    m.response_head(t0, 200, Some(b"application/json"), None, None);
+    m.response_body(t0, resp, &mut ());
+    m.response_end(t0);
+    m.finish(t0, TransportEnd::Complete)
+}
+
+fn exposition(m: &Metrics) -> String {
+    String::from_utf8(m.prom.encode()).unwrap()
+}
+
+fn series_lines(text: &str, name: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn one_series_per_tap_model_and_operation() {
+    let m = Metrics::new(10).unwrap();
+    let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
+    let s1 = m.series(&tap(), &a, Operation::Chat);
+    assert!(Arc::ptr_eq(
+        &s1,
+        &m.series(&tap(), &Arc::from("a"), Operation::Chat)
+    ));
+    assert!(!Arc::ptr_eq(&s1, &m.series(&tap(), &b, Operation::Chat)));
+    assert!(!Arc::ptr_eq(
+        &s1,
+        &m.series(&tap(), &a, Operation::Embeddings)
+    ));
+    let other = TapLabels {
+        tap: Arc::from("u"),
+        boundary: Boundary::Engine,
+    };
+    assert!(!Arc::ptr_eq(&s1, &m.series(&other, &a, Operation::Chat)));
+}
+
+#[test]
+fn the_cache_is_bounded_and_past_it_series_still_count() {
+    let m = Metrics::new(10).unwrap();
+    let cache = SeriesCache::with_max(2);
+    for model in ["a", "b", "c", "d"] {
+        let s = cache.get(&m, &tap(), &Arc::from(model), Operation::Chat);
+        s.record(&m, &record());
+    }
+    assert_eq!(cache.len(), 2);
+    // An uncached series resolves the same Prometheus children.
+    cache
+        .get(&m, &tap(), &Arc::from("d"), Operation::Chat)
+        .record(&m, &record());
+    let text = exposition(&m);
+    let d: Vec<_> = series_lines(&text, "tokentap_requests_total")
+        .into_iter()
+        .filter(|l| l.contains("model=\"d\""))
+        .collect();
+    assert_eq!(d.len(), 1, "{text}");
+    assert!(d.iter().all(|l| l.ends_with(" 2")), "{d:?}");
+}
+
+#[test]
+fn a_non_streamed_request_creates_only_the_series_it_observes() {
+    let m = Metrics::new(10).unwrap();
+    let model = m.model_label(Some("m"));
+    let r = record();
+    assert!(!r.stream && r.input_tokens == Some(9) && r.output_tokens == Some(2));
+    m.record(&tap(), &model, &r);
+    m.record(&tap(), &model, &r);
+    let text = exposition(&m);
+    let requests = series_lines(&text, "tokentap_requests_total");
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert!(requests.iter().all(|l| l.contains("outcome=\"ok\"")
+        && l.contains("stream=\"false\"")
+        && l.ends_with(" 2")));
+    assert_eq!(series_lines(&text, "tokentap_input_tokens_total"), vec![
+        "tokentap_input_tokens_total{boundary=\"engine\",model=\"m\",operation=\"chat\",tap=\"t\"} 18".to_owned()
+    ]);
+    // Streamed-only figures are never created for it.
+    for absent in [
+        table::TTFT.name,
+        table::TPOT.name,
+        table::CACHED_TOKENS.name,
+    ] {
+        assert!(series_lines(&text, absent).is_empty(), "{absent} in {text}");
+    }
+    // The per-event histograms exist from the series' creation (so the
+    // first chunk allocates nothing), empty.
+    let itl = series_lines(&text, &format!("{}_count", table::ITL.name));
+    assert_eq!(itl.len(), 1, "{text}");
+    assert!(itl.iter().all(|l| l.ends_with(" 0")), "{itl:?}");
+}
