@@ -5,8 +5,10 @@
 //! answers before it read the whole body (the client gets that answer, and
 //! the half-written connection is not pooled); and a request whose body came
 //! with its head reaches the upstream in one TCP segment (patch 0002 corks
-//! the socket around head and body). Each against a raw upstream that says
-//! exactly what it saw.
+//! the socket around head and body), as does a response head that came with
+//! its first event reach the client (patch 0003), while a head that came
+//! alone is not held back. Each against a raw upstream that says exactly
+//! what it saw or did.
 
 use crate::support::*;
 use std::net::SocketAddr;
@@ -309,4 +311,134 @@ async fn a_body_that_came_with_its_head_reaches_the_upstream_in_one_segment() {
     // One segment per request (head and body together); uncorked, the
     // head leaves alone: two.
     assert_eq!(seen.last().copied(), Some(20), "segments: {seen:?}");
+}
+
+const SSE_HEAD: &[u8] =
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+const FIRST: &[u8] = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n";
+const SECOND: &[u8] = b"data: [DONE]\n\n";
+
+fn chunk(data: &[u8]) -> Vec<u8> {
+    [format!("{:x}\r\n", data.len()).as_bytes(), data, b"\r\n"].concat()
+}
+
+/// An SSE upstream: the head with the first event in one write
+/// (`together`), or the head alone and the first event 300 ms later; the
+/// second event and the end after 100 ms more. `first_sent` is set just
+/// before the first event is written.
+async fn sse_upstream(
+    together: bool,
+    first_sent: Arc<std::sync::atomic::AtomicBool>,
+) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            let first_sent = first_sent.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                if !read_until(&mut s, &mut buf, |b| {
+                    head_end(b).is_some_and(|h| {
+                        b.len()
+                            >= h + content_length(&String::from_utf8_lossy(&b[..h]).to_lowercase())
+                    })
+                })
+                .await
+                {
+                    return;
+                }
+                if together {
+                    first_sent.store(true, Ordering::SeqCst);
+                    let _ = s.write_all(&[SSE_HEAD, &chunk(FIRST)].concat()).await;
+                } else {
+                    let _ = s.write_all(SSE_HEAD).await;
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                    first_sent.store(true, Ordering::SeqCst);
+                    let _ = s.write_all(&chunk(FIRST)).await;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let _ = s
+                    .write_all(&[&chunk(SECOND)[..], b"0\r\n\r\n"].concat())
+                    .await;
+                let mut rest = [0u8; 1024];
+                while matches!(s.read(&mut rest).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    addr
+}
+
+/// A streamed request over a raw client: returns the client socket's data
+/// segments received once the head and the first event are in (before the
+/// upstream sends anything more), whether the first event had been sent
+/// when the client had the whole head, and everything read.
+async fn stream_through(together: bool) -> (u32, bool, Vec<u8>) {
+    use std::os::fd::AsRawFd;
+    let first_sent = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let up = sse_upstream(together, first_sent.clone()).await;
+    let tap = Tap::start(&format!("http://{up}"), "");
+    let body = chat(true, false);
+    let mut c = connect(tap.addr).await;
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    c.write_all(&[head.as_bytes(), &body].concat())
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    client_reads(
+        &mut c,
+        &mut seen,
+        |b| head_end(b).is_some(),
+        "no response head",
+    )
+    .await;
+    let first_sent_at_head = first_sent.load(Ordering::SeqCst);
+    client_reads(
+        &mut c,
+        &mut seen,
+        |b| b.windows(FIRST.len()).any(|w| w == FIRST),
+        "no first event",
+    )
+    .await;
+    let segs = pingora::protocols::l4::ext::get_tcp_info(c.as_raw_fd())
+        .unwrap()
+        .tcpi_data_segs_in;
+    client_reads(
+        &mut c,
+        &mut seen,
+        |b| b.ends_with(b"0\r\n\r\n"),
+        "no end of the stream",
+    )
+    .await;
+    (segs, first_sent_at_head, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_head_that_came_with_its_first_event_reaches_the_client_in_one_segment() {
+    let _g = serial().await;
+    let (segs, _, seen) = stream_through(true).await;
+    let text = String::from_utf8_lossy(&seen);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let body = decode_chunked(&seen[head_end(&seen).unwrap()..]);
+    assert_eq!(body, [FIRST, SECOND].concat(), "the body, byte for byte");
+    // Head and first event in one segment (patch 0003 corks the client
+    // socket around the two writes); uncorked, pingora flushes the head
+    // alone: two.
+    assert_eq!(
+        segs, 1,
+        "segments with the head and the first event: {segs}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_head_without_its_first_event_is_not_held_back() {
+    let _g = serial().await;
+    let (_, first_sent_at_head, seen) = stream_through(false).await;
+    // The client had the whole head before the upstream sent any event:
+    // the head was not kept waiting for one.
+    assert!(!first_sent_at_head, "the head waited for the first event");
+    let body = decode_chunked(&seen[head_end(&seen).unwrap()..]);
+    assert_eq!(body, [FIRST, SECOND].concat());
 }
