@@ -196,13 +196,16 @@ where
                     let mut tasks = vec![task];
                     // A head whose first body piece came with it leaves
                     // with that piece, in one segment: pingora flushes a
-                    // head without Content-Length at once, so the client
-                    // socket is corked around the two writes. The read is
+                    // head without Content-Length at once (one with it
+                    // waits in the write buffer for the body anyway), so
+                    // the client socket is corked around the two writes. The read is
                     // cancel-safe (the `select!` above races it); a piece
                     // not here yet leaves the head to go alone, at once.
                     let mut corked = None;
                     if !upstream_response_done
-                        && matches!(tasks.first(), Some(HttpTask::Header(h, false)) if !h.status.is_informational())
+                        && matches!(tasks.first(), Some(HttpTask::Header(h, false))
+                            if !h.status.is_informational()
+                                && !h.headers.contains_key(http::header::CONTENT_LENGTH))
                     {
                         if let Some(res) = client_session.read_response_task().now_or_never() {
                             let next = match res {
