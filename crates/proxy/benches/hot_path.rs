@@ -21,6 +21,15 @@ use tokentap_proxy::metrics::{Metrics, TapLabels, TapSink};
 
 const EVENTS: usize = 64;
 
+const LIMITS: MeterLimits = MeterLimits {
+    request_body_bytes: 4 << 20,
+    json_body_bytes: 16 << 20,
+    sse: SseLimits {
+        max_line_bytes: 1 << 20,
+        max_event_bytes: 1 << 20,
+    },
+};
+
 /// A vLLM-like chunk per event (one token each), then usage and [DONE].
 fn stream() -> Vec<Vec<u8>> {
     let mut out: Vec<Vec<u8>> = (0..EVENTS)
@@ -64,14 +73,6 @@ fn record(c: &mut Criterion) {
         tap: "bench".into(),
         boundary: tokentap_core::tap::Boundary::Engine,
     };
-    let limits = MeterLimits {
-        request_body_bytes: 4 << 20,
-        json_body_bytes: 16 << 20,
-        sse: SseLimits {
-            max_line_bytes: 1 << 20,
-            max_event_bytes: 1 << 20,
-        },
-    };
     let req = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
     let mut g = c.benchmark_group("record");
     g.throughput(Throughput::Elements(EVENTS as u64));
@@ -86,7 +87,7 @@ fn record(c: &mut Criterion) {
             b.iter_batched(
                 || {
                     let t0 = Instant::now();
-                    let mut m = Meter::new(t0, SystemTime::now(), limits).with_estimator(estimator);
+                    let mut m = Meter::new(t0, SystemTime::now(), LIMITS).with_estimator(estimator);
                     m.request_head("/v1/chat/completions", None, Some(req.len() as u64));
                     let _ = m.request_body(req, true);
                     m.response_head(t0, 200, Some(b"text/event-stream"), None, None);
@@ -114,9 +115,9 @@ const REQ: &[u8] = br#"{"model":"sim-16x0","stream":false,"max_tokens":16,"messa
 const RESP: &[u8] = br#"{"choices":[{"finish_reason":"length","index":0,"message":{"content":"0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 ","role":"assistant"}}],"created":0,"id":"sim-0","model":"sim-16x0","object":"chat.completion","usage":{"completion_tokens":16,"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":0},"total_tokens":25}}"#;
 
 /// What a tap does for one non-streamed request, in the hooks' order.
-fn one_request(metrics: &Arc<Metrics>, labels: &TapLabels, limits: MeterLimits) {
+fn one_request(metrics: &Arc<Metrics>, labels: &TapLabels) {
     let t0 = Instant::now();
-    let mut m = Meter::new(t0, SystemTime::now(), limits);
+    let mut m = Meter::new(t0, SystemTime::now(), LIMITS);
     m.request_head("/v1/chat/completions", Some(b"s9"), Some(REQ.len() as u64));
     let _ = m.request_body(black_box(REQ), true);
     let mut sink = TapSink::new(metrics.clone(), labels.clone(), None);
@@ -141,14 +142,6 @@ fn request(c: &mut Criterion) {
         tap: "bench".into(),
         boundary: tokentap_core::tap::Boundary::Engine,
     };
-    let limits = MeterLimits {
-        request_body_bytes: 4 << 20,
-        json_body_bytes: 16 << 20,
-        sse: SseLimits {
-            max_line_bytes: 1 << 20,
-            max_event_bytes: 1 << 20,
-        },
-    };
     let mut g = c.benchmark_group("request");
     g.throughput(Throughput::Elements(1));
     for (name, metrics) in [
@@ -162,7 +155,7 @@ fn request(c: &mut Criterion) {
         ),
     ] {
         let metrics = Arc::new(metrics);
-        g.bench_function(name, |b| b.iter(|| one_request(&metrics, &labels, limits)));
+        g.bench_function(name, |b| b.iter(|| one_request(&metrics, &labels)));
     }
     g.finish();
 }

@@ -36,7 +36,8 @@ use tokentap_core::tap::Boundary;
 /// only slower.
 pub const MAX_CACHED_SERIES: usize = 4096;
 
-/// One slot per value of a bounded enum (`outcome`, `source`, ...).
+/// One slot per value of a bounded enum (`outcome`, `source`, ...), at
+/// the value's index in its `ALL` (declaration order).
 type PerValue<T, const N: usize> = [OnceLock<T>; N];
 
 const OUTCOMES: usize = Outcome::ALL.len();
@@ -63,12 +64,6 @@ pub struct ModelSeries {
     /// `tokentap_requests_total` and the duration histogram, by `stream`
     /// then `outcome`.
     requests: [PerValue<(Count, Hist), OUTCOMES>; 2],
-}
-
-/// The slot of `value` (`ALL` order); `None` cannot happen for an enum
-/// value of the array's own enum.
-fn slot<T, const N: usize>(slots: &PerValue<T, N>, index: usize) -> Option<&OnceLock<T>> {
-    slots.get(index)
 }
 
 impl ModelSeries {
@@ -114,7 +109,7 @@ impl ModelSeries {
         let l = &self.labels;
         let stream = usize::from(r.stream);
         let per_stream = self.requests.get(stream);
-        if let Some(cell) = per_stream.and_then(|s| slot(s, r.outcome as usize)) {
+        if let Some(cell) = per_stream.and_then(|s| s.get(r.outcome as usize)) {
             let (requests, duration) = cell.get_or_init(|| {
                 let labels = PerRequest {
                     tap: l.tap.clone(),
@@ -132,7 +127,7 @@ impl ModelSeries {
             requests.add(1);
             duration.observe(r.e2e.as_secs_f64());
         }
-        if let (Some(ttfb), Some(cell)) = (r.ttfb, slot(&self.ttfb, stream)) {
+        if let (Some(ttfb), Some(cell)) = (r.ttfb, self.ttfb.get(stream)) {
             let labels = || PerModelStream {
                 tap: l.tap.clone(),
                 boundary: l.boundary,
@@ -168,7 +163,7 @@ impl ModelSeries {
         }
         if let (Some(n), Some(source)) = (r.output_tokens, r.output_source) {
             self.usage(metrics, TokenType::Output, n);
-            if let Some(cell) = slot(&self.output_tokens, source as usize) {
+            if let Some(cell) = self.output_tokens.get(source as usize) {
                 let labels = || OutputTokens {
                     tap: l.tap.clone(),
                     boundary: l.boundary,
@@ -195,7 +190,7 @@ impl ModelSeries {
     }
 
     fn usage(&self, metrics: &Metrics, token_type: TokenType, n: u64) {
-        let Some(cell) = slot(&self.usage, token_type as usize) else {
+        let Some(cell) = self.usage.get(token_type as usize) else {
             return;
         };
         let l = &self.labels;
