@@ -51,12 +51,11 @@ fn direct_first_piece(session: &mut Session) -> Result<Option<Option<Bytes>>> {
     }
 }
 
-/// Sets or clears `TCP_CORK` on a socket (the upstream's or the client's);
-/// whether it took.
+/// Sets or clears `TCP_CORK` on the upstream socket; whether it took.
 #[cfg(target_os = "linux")]
 fn cork(fd: UniqueIDType, on: bool) -> bool {
     let value: libc::c_int = on.into();
-    // Safety: `fd` is an open socket of this session; `value` outlives
+    // Safety: `fd` is the upstream session's open socket; `value` outlives
     // the call and its size is passed.
     let rc = unsafe {
         libc::setsockopt(
@@ -171,8 +170,6 @@ where
         // written to its end.
         let mut upstream_response_done = false;
         let mut response_done = false;
-        // A cork on the client socket could not be cleared.
-        let mut downstream_corked = false;
 
         while !response_done || !downstream_done {
             tokio::select! {
@@ -184,61 +181,31 @@ where
                         Err(e) => return Err(send_error.take().unwrap_or(e).into_up()),
                     };
                     upstream_response_done = task.is_end();
+                    #[allow(unused_mut)]
+                    let mut task = task;
+                    #[cfg(feature = "upstream_modules")]
+                    if let HttpTask::Header(header, end_of_stream) = &task {
+                        self.inner
+                            .adjust_upstream_modules(session, header, *end_of_stream, ctx)
+                            .await?;
+                    }
+                    #[cfg(feature = "upstream_modules")]
+                    session.upstream_modules_filter_task(&mut task).await?;
+                    session.upstream_compression.response_filter(&mut task);
                     let task = self
-                        .direct_response_task(
+                        .h1_response_filter(
                             session,
                             task,
                             ctx,
                             &mut serve_from_cache,
                             &mut range_body_filter,
+                            false,
                         )
                         .await?;
-                    let mut tasks = vec![task];
-                    // A head whose first body piece came with it leaves
-                    // with that piece, in one segment: pingora flushes a
-                    // head without Content-Length at once (one with it
-                    // waits in the write buffer for the body anyway), so
-                    // the client socket is corked around the two writes. The read is
-                    // cancel-safe (the `select!` above races it); a piece
-                    // not here yet leaves the head to go alone, at once.
-                    let mut corked = None;
-                    if !upstream_response_done
-                        && matches!(tasks.first(), Some(HttpTask::Header(h, false))
-                            if !h.status.is_informational()
-                                && !h.headers.contains_key(http::header::CONTENT_LENGTH))
-                    {
-                        if let Some(res) = client_session.read_response_task().now_or_never() {
-                            let next = match res {
-                                Ok(task) => task,
-                                Err(e) => return Err(send_error.take().unwrap_or(e).into_up()),
-                            };
-                            upstream_response_done = next.is_end();
-                            let next = self
-                                .direct_response_task(
-                                    session,
-                                    next,
-                                    ctx,
-                                    &mut serve_from_cache,
-                                    &mut range_body_filter,
-                                )
-                                .await?;
-                            corked = session
-                                .downstream_session
-                                .stream()
-                                .map(|s| s.id())
-                                .filter(|fd| cork(*fd, true));
-                            tasks.push(next);
-                        }
+                    if let HttpTask::Failed(e) = task {
+                        return Err(e);
                     }
-                    let written = session.write_response_tasks(tasks).await;
-                    if let Some(fd) = corked {
-                        if !cork(fd, false) {
-                            // Still corked: the connection must not serve
-                            // another request.
-                            downstream_corked = true;
-                        }
-                    }
-                    response_done = written?;
+                    response_done = session.write_response_tasks(vec![task]).await?;
                     if response_done && !upstream_response_done {
                         // The client's framing ended before the upstream's:
                         // unread bytes are left on the upstream connection.
@@ -270,7 +237,7 @@ where
             }
         }
 
-        let mut reuse_downstream = !downstream_corked;
+        let mut reuse_downstream = true;
         if let Err(e) = session.as_mut().finish_body().await {
             error!("Error finish sending body to downstream: {}", e);
             reuse_downstream = false;
@@ -279,46 +246,6 @@ where
             reuse_downstream,
             upstream_can_reuse && upstream_request_done && upstream_response_done,
         ))
-    }
-
-    /// One upstream response task through the upstream modules and
-    /// `h1_response_filter`, as `proxy_1to1`'s downstream half does; a
-    /// `Failed` task is its error.
-    async fn direct_response_task(
-        &self,
-        session: &mut Session,
-        #[allow(unused_mut)] mut task: HttpTask,
-        ctx: &mut SV::CTX,
-        serve_from_cache: &mut ServeFromCache,
-        range_body_filter: &mut RangeBodyFilter,
-    ) -> Result<HttpTask>
-    where
-        SV: ProxyHttp + Send + Sync,
-        SV::CTX: Send + Sync,
-    {
-        #[cfg(feature = "upstream_modules")]
-        if let HttpTask::Header(header, end_of_stream) = &task {
-            self.inner
-                .adjust_upstream_modules(session, header, *end_of_stream, ctx)
-                .await?;
-        }
-        #[cfg(feature = "upstream_modules")]
-        session.upstream_modules_filter_task(&mut task).await?;
-        session.upstream_compression.response_filter(&mut task);
-        let task = self
-            .h1_response_filter(
-                session,
-                task,
-                ctx,
-                serve_from_cache,
-                range_body_filter,
-                false,
-            )
-            .await?;
-        match task {
-            HttpTask::Failed(e) => Err(e),
-            task => Ok(task),
-        }
     }
 
     /// One piece of the client's body through the request body filters
