@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use tokentap_core::decode::sse::SseLimits;
 use tokentap_core::record::{Meter, MeterLimits, TransportEnd};
 
-const LIMITS: MeterLimits = MeterLimits {
+pub(crate) const LIMITS: MeterLimits = MeterLimits {
     request_body_bytes: 1 << 20,
     json_body_bytes: 1 << 20,
     sse: SseLimits {
@@ -114,13 +114,12 @@ fn recording_a_finished_request_allocates_nothing_with_otlp_metrics_on() {
     record_allocations(Metrics::new(10).unwrap().with_otel(discarding()));
 }
 
-fn record_allocations(metrics: Metrics) {
-    let tap = TapLabels {
-        tap: Arc::from("t"),
-        boundary: tokentap_core::tap::Boundary::Engine,
-    };
+/// A finished non-streamed chat request with usage (as the simulator
+/// answers S9's request), recorded by a `Meter` (also `metrics::series`'
+/// tests).
+pub(crate) fn finished_non_streamed() -> tokentap_core::record::RequestRecord {
     let req = br#"{"model":"m","stream":false,"messages":[{"role":"user","content":"hi"}]}"#;
-    let resp = br#"{"choices":[{"finish_reason":"stop","index":0,"message":{"content":"a b","role":"assistant"}}],"model":"m","usage":{"completion_tokens":2,"prompt_tokens":9,"total_tokens":11}}"#;
+    let resp = br#"{"choices":[{"finish_reason":"stop","index":0,"message":{"content":"a b","role":"assistant"}}],"model":"m","object":"chat.completion","usage":{"completion_tokens":2,"prompt_tokens":9,"total_tokens":11}}"#;
     let t0 = Instant::now();
     let mut m = Meter::new(t0, SystemTime::now(), LIMITS);
     m.request_head("/v1/chat/completions", None, Some(req.len() as u64));
@@ -128,7 +127,15 @@ fn record_allocations(metrics: Metrics) {
     m.response_head(t0, 200, Some(b"application/json"), None, None);
     m.response_body(t0, resp, &mut ());
     m.response_end(t0);
-    let r = m.finish(t0, TransportEnd::Complete);
+    m.finish(t0, TransportEnd::Complete)
+}
+
+fn record_allocations(metrics: Metrics) {
+    let tap = TapLabels {
+        tap: Arc::from("t"),
+        boundary: tokentap_core::tap::Boundary::Engine,
+    };
+    let r = finished_non_streamed();
     assert_eq!((r.input_tokens, r.output_tokens), (Some(9), Some(2)));
     let model = metrics.model_label(Some("m"));
     metrics.record(&tap, &model, &r);

@@ -1,39 +1,13 @@
 //! `series`: one series per key, the bound, and the exposition unchanged.
 
 use super::*;
-use std::time::{Instant, SystemTime};
-use tokentap_core::decode::sse::SseLimits;
-use tokentap_core::record::{Meter, MeterLimits, TransportEnd};
-
-const LIMITS: MeterLimits = MeterLimits {
-    request_body_bytes: 1 << 20,
-    json_body_bytes: 1 << 20,
-    sse: SseLimits {
-        max_line_bytes: 1 << 20,
-        max_event_bytes: 1 << 20,
-    },
-};
+use crate::alloc_tests::finished_non_streamed as record;
 
 fn tap() -> TapLabels {
     TapLabels {
         tap: Arc::from("t"),
         boundary: Boundary::Engine,
     }
-}
-
-/// A finished non-streamed chat request with usage (as the simulator
-/// answers S9's request).
-fn record() -> RequestRecord {
-    let req = br#"{"model":"m","stream":false,"messages":[{"role":"user","content":"hi"}]}"#;
-    let resp = br#"{"choices":[{"finish_reason":"stop","index":0,"message":{"content":"a b","role":"assistant"}}],"model":"m","object":"chat.completion","usage":{"completion_tokens":2,"prompt_tokens":9,"total_tokens":11}}"#;
-    let t0 = Instant::now();
-    let mut m = Meter::new(t0, SystemTime::now(), LIMITS);
-    m.request_head("/v1/chat/completions", None, Some(req.len() as u64));
-    assert_eq!(m.request_body(req, true), None);
-    m.response_head(t0, 200, Some(b"application/json"), None, None);
-    m.response_body(t0, resp, &mut ());
-    m.response_end(t0);
-    m.finish(t0, TransportEnd::Complete)
 }
 
 fn exposition(m: &Metrics) -> String {
