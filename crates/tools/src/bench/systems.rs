@@ -79,9 +79,20 @@ impl Running {
 }
 
 impl Drop for Running {
+    /// Kills the system's whole process tree: a killed nginx master leaves
+    /// its workers running (and serving) otherwise.
     fn drop(&mut self) {
         if let Some(c) = &mut self.child {
+            let descendants = tree(c.id());
             let _ = c.kill();
+            for p in descendants.into_iter().skip(1) {
+                if let Ok(p) = i32::try_from(p) {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(p),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
             let _ = c.wait();
         }
     }
@@ -408,4 +419,47 @@ pub fn rss_kib(pid: u32) -> u64 {
                 .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
         })
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropping_a_system_kills_its_whole_process_tree() {
+        // A parent that outlives nothing: its child keeps running if only
+        // the parent is killed, as nginx's workers do.
+        let child = Command::new("sh")
+            .args(["-c", "sleep 60 & wait"])
+            .spawn()
+            .unwrap_or_else(|e| panic!("sh: {e}"));
+        let pid = child.id();
+        let started = Instant::now();
+        let grandchild = loop {
+            if let Some(&g) = tree(pid).get(1) {
+                break g;
+            }
+            assert!(started.elapsed().as_secs() < 5, "sh started no child");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        drop(Running {
+            system: System::Nginx,
+            addr: SocketAddr::from(([127, 0, 0, 1], 1)),
+            child: Some(child),
+            version: String::new(),
+        });
+        // Killed, and reaped by init: gone within a second.
+        let gone = (0..100).any(|_| {
+            let alive =
+                std::fs::read_to_string(format!("/proc/{grandchild}/stat")).is_ok_and(|s| {
+                    !s.rsplit_once(')')
+                        .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+                });
+            if alive {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            !alive
+        });
+        assert!(gone, "the grandchild {grandchild} outlived its system");
+    }
 }
