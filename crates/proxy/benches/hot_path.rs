@@ -63,6 +63,32 @@ fn decode(c: &mut Criterion) {
             }
         })
     });
+    // The two halves of it, so that a change to either shows apart.
+    g.bench_function("sse only per event", |b| {
+        b.iter(|| {
+            let mut d = SseDecoder::new(SseLimits {
+                max_line_bytes: 1 << 20,
+                max_event_bytes: 1 << 20,
+            });
+            for p in &pieces {
+                let _ = d.feed(black_box(p), &mut |item| {
+                    black_box(item);
+                });
+            }
+        })
+    });
+    let datas: Vec<&[u8]> = pieces
+        .iter()
+        .filter_map(|p| p.strip_prefix(b"data: "))
+        .map(|d| d.trim_ascii_end())
+        .collect();
+    g.bench_function("classify only per event", |b| {
+        b.iter(|| {
+            for d in &datas {
+                let _ = black_box(openai::classify_event(b"", black_box(d)));
+            }
+        })
+    });
     g.finish();
 }
 
