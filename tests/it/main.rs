@@ -35,6 +35,7 @@ mod otlp;
 mod process;
 mod reference_scrape;
 mod relay;
+mod relay_together;
 mod report;
 mod scrape;
 mod sim_demo;

@@ -39,18 +39,22 @@ struct Raw {
     segments: Arc<std::sync::Mutex<Vec<u32>>>,
 }
 
-fn content_length(head: &str) -> usize {
+pub(crate) fn content_length(head: &str) -> usize {
     head.lines()
         .find_map(|l| l.strip_prefix("content-length:"))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
 }
 
-fn head_end(buf: &[u8]) -> Option<usize> {
+pub(crate) fn head_end(buf: &[u8]) -> Option<usize> {
     buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4)
 }
 
-async fn read_until(s: &mut TcpStream, buf: &mut Vec<u8>, done: impl Fn(&[u8]) -> bool) -> bool {
+pub(crate) async fn read_until(
+    s: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    done: impl Fn(&[u8]) -> bool,
+) -> bool {
     let mut tmp = [0u8; 4096];
     while !done(buf) {
         match tokio::time::timeout(Duration::from_secs(5), s.read(&mut tmp)).await {
@@ -158,7 +162,7 @@ async fn segments_upstream(mut s: TcpStream, seen: Arc<std::sync::Mutex<Vec<u32>
     }
 }
 
-fn decode_chunked(mut b: &[u8]) -> Vec<u8> {
+pub(crate) fn decode_chunked(mut b: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
         let size =
@@ -173,7 +177,7 @@ fn decode_chunked(mut b: &[u8]) -> Vec<u8> {
 }
 
 /// The client reads until `done`; fails with `what` and what it read.
-async fn client_reads(
+pub(crate) async fn client_reads(
     c: &mut TcpStream,
     seen: &mut Vec<u8>,
     done: impl Fn(&[u8]) -> bool,
@@ -186,7 +190,7 @@ async fn client_reads(
     );
 }
 
-async fn connect(addr: SocketAddr) -> TcpStream {
+pub(crate) async fn connect(addr: SocketAddr) -> TcpStream {
     let s = TcpStream::connect(addr).await.unwrap();
     s.set_nodelay(true).unwrap();
     s

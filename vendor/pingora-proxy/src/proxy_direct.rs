@@ -51,11 +51,27 @@ fn direct_first_piece(session: &mut Session) -> Result<Option<Option<Bytes>>> {
     }
 }
 
-/// Sets or clears `TCP_CORK` on the upstream socket; whether it took.
+/// The most response tasks written together: the first of them waits for
+/// the filters of the others (microseconds each), never for the network.
+const DIRECT_BATCH: usize = 16;
+
+/// Whether writing `tasks` together takes more than one send: pingora
+/// flushes a head without `Content-Length` as soon as it is written, and
+/// the chunked terminator after the body. Several body pieces alone are
+/// one write already.
+fn direct_needs_cork(tasks: &[HttpTask]) -> bool {
+    tasks.len() > 1
+        && tasks
+            .iter()
+            .any(|t| matches!(t, HttpTask::Header(..)) || t.is_end())
+}
+
+/// Sets or clears `TCP_CORK` on a socket (the upstream's or the client's);
+/// whether it took.
 #[cfg(target_os = "linux")]
 fn cork(fd: UniqueIDType, on: bool) -> bool {
     let value: libc::c_int = on.into();
-    // Safety: `fd` is the upstream session's open socket; `value` outlives
+    // Safety: `fd` is an open socket of this session; `value` outlives
     // the call and its size is passed.
     let rc = unsafe {
         libc::setsockopt(
@@ -170,42 +186,78 @@ where
         // written to its end.
         let mut upstream_response_done = false;
         let mut response_done = false;
+        // A cork on the client socket could not be cleared.
+        let mut downstream_corked = false;
 
         while !response_done || !downstream_done {
             tokio::select! {
                 biased;
 
                 res = client_session.read_response_task(), if !upstream_response_done => {
-                    let task = match res {
-                        Ok(task) => task,
-                        Err(e) => return Err(send_error.take().unwrap_or(e).into_up()),
-                    };
-                    upstream_response_done = task.is_end();
-                    #[allow(unused_mut)]
-                    let mut task = task;
-                    #[cfg(feature = "upstream_modules")]
-                    if let HttpTask::Header(header, end_of_stream) = &task {
-                        self.inner
-                            .adjust_upstream_modules(session, header, *end_of_stream, ctx)
-                            .await?;
+                    let mut res = Some(res);
+                    let mut tasks = Vec::new();
+                    // The error that ends the response; what came before
+                    // it is written first.
+                    let mut failed = None;
+                    // What the upstream sent together (one read holds the
+                    // head and the first event, or the last events and the
+                    // end) is written together, as `proxy_1to1`'s batches
+                    // are: each task is filtered as it is taken, and the
+                    // next is taken only when already here (the read is
+                    // cancel-safe: the `select!` above races it), so
+                    // nothing waits for the network.
+                    while let Some(next) = res.take() {
+                        let task = match next {
+                            Ok(task) => task,
+                            Err(e) => {
+                                failed = Some(send_error.take().unwrap_or(e).into_up());
+                                break;
+                            }
+                        };
+                        upstream_response_done = task.is_end();
+                        match self
+                            .direct_response_task(
+                                session,
+                                task,
+                                ctx,
+                                &mut serve_from_cache,
+                                &mut range_body_filter,
+                            )
+                            .await
+                        {
+                            Ok(task) => tasks.push(task),
+                            Err(e) => {
+                                failed = Some(e);
+                                break;
+                            }
+                        }
+                        if !upstream_response_done && tasks.len() < DIRECT_BATCH {
+                            res = client_session.read_response_task().now_or_never();
+                        }
                     }
-                    #[cfg(feature = "upstream_modules")]
-                    session.upstream_modules_filter_task(&mut task).await?;
-                    session.upstream_compression.response_filter(&mut task);
-                    let task = self
-                        .h1_response_filter(
-                            session,
-                            task,
-                            ctx,
-                            &mut serve_from_cache,
-                            &mut range_body_filter,
-                            false,
-                        )
-                        .await?;
-                    if let HttpTask::Failed(e) = task {
+                    if tasks.is_empty() {
+                        if let Some(e) = failed {
+                            return Err(e);
+                        }
+                    }
+                    // Several sends made one segment: the client socket is
+                    // corked around them.
+                    let corked = direct_needs_cork(&tasks)
+                        .then(|| session.downstream_session.stream().map(|s| s.id()))
+                        .flatten()
+                        .filter(|fd| cork(*fd, true));
+                    let written = session.write_response_tasks(tasks).await;
+                    if let Some(fd) = corked {
+                        if !cork(fd, false) {
+                            // Still corked: the connection must not serve
+                            // another request.
+                            downstream_corked = true;
+                        }
+                    }
+                    response_done = written?;
+                    if let Some(e) = failed {
                         return Err(e);
                     }
-                    response_done = session.write_response_tasks(vec![task]).await?;
                     if response_done && !upstream_response_done {
                         // The client's framing ended before the upstream's:
                         // unread bytes are left on the upstream connection.
@@ -237,7 +289,7 @@ where
             }
         }
 
-        let mut reuse_downstream = true;
+        let mut reuse_downstream = !downstream_corked;
         if let Err(e) = session.as_mut().finish_body().await {
             error!("Error finish sending body to downstream: {}", e);
             reuse_downstream = false;
@@ -246,6 +298,46 @@ where
             reuse_downstream,
             upstream_can_reuse && upstream_request_done && upstream_response_done,
         ))
+    }
+
+    /// One upstream response task through the upstream modules and
+    /// `h1_response_filter`, as `proxy_1to1`'s downstream half does; a
+    /// `Failed` task is its error.
+    async fn direct_response_task(
+        &self,
+        session: &mut Session,
+        #[allow(unused_mut)] mut task: HttpTask,
+        ctx: &mut SV::CTX,
+        serve_from_cache: &mut ServeFromCache,
+        range_body_filter: &mut RangeBodyFilter,
+    ) -> Result<HttpTask>
+    where
+        SV: ProxyHttp + Send + Sync,
+        SV::CTX: Send + Sync,
+    {
+        #[cfg(feature = "upstream_modules")]
+        if let HttpTask::Header(header, end_of_stream) = &task {
+            self.inner
+                .adjust_upstream_modules(session, header, *end_of_stream, ctx)
+                .await?;
+        }
+        #[cfg(feature = "upstream_modules")]
+        session.upstream_modules_filter_task(&mut task).await?;
+        session.upstream_compression.response_filter(&mut task);
+        let task = self
+            .h1_response_filter(
+                session,
+                task,
+                ctx,
+                serve_from_cache,
+                range_body_filter,
+                false,
+            )
+            .await?;
+        match task {
+            HttpTask::Failed(e) => Err(e),
+            task => Ok(task),
+        }
     }
 
     /// One piece of the client's body through the request body filters
