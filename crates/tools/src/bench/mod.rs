@@ -136,6 +136,13 @@ fn cells_for(smoke: bool) -> Vec<StreamCell> {
                 events: 256,
                 every_ms: 5,
             },
+            // A burst: the whole answer at once (a fast engine, a cached
+            // answer, the last events of any stream). What a relay does
+            // with pieces that arrive together shows here.
+            Profile {
+                events: 64,
+                every_ms: 0,
+            },
         ]
     };
     profiles

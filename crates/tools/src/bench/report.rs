@@ -5,7 +5,7 @@
 use super::cells::{S1, S2};
 use super::stats::{iqr, median};
 use super::systems::System;
-use super::Results;
+use super::{Results, StreamCell};
 use std::fmt::Write as _;
 
 pub(super) fn rounds_of<T>(rows: &[(System, Vec<T>)], system: System) -> Option<&Vec<T>> {
@@ -341,34 +341,42 @@ fn s4_table(md: &mut String, r: &Results, systems: &[System]) {
 
 /// What must never happen through tokentap (timings aside): a delay
 /// plateau (Nagle × delayed ACK, 40 ms; corking, 200 ms), events merged
-/// into one read, tokens lost or out of order, failed streams.
+/// into one read (in paced profiles: a burst's come together anyway),
+/// tokens lost or out of order, failed streams.
 pub fn pathologies(r: &Results) -> Vec<String> {
+    r.s2.iter()
+        .flat_map(|(cell, rows)| stream_pathologies(cell, rows))
+        .collect()
+}
+
+/// [`pathologies`] of one S2 cell.
+fn stream_pathologies(cell: &StreamCell, rows: &[(System, Vec<S2>)]) -> Vec<String> {
     let mut out = Vec::new();
-    for (cell, rows) in &r.s2 {
-        let name = format!("S2 {} c={}", cell.profile.name(), cell.concurrency);
-        for s in [System::Tokentap, System::TokentapOff] {
-            let Some(v) = rounds_of(rows, s) else {
-                continue;
-            };
-            let (d90, _) = added(rows, s, |x: &S2| x.event_delay.p90);
-            if d90 > 20_000.0 {
-                out.push(format!(
-                    "{s} {name}: events delayed by a plateau (added p90 {})",
-                    us(d90)
-                ));
-            }
-            let epr = abs(rows, s, |x: &S2| x.events_per_read);
-            if epr.is_finite() && epr > 1.01 {
-                out.push(format!("{s} {name}: {epr:.2} events per read (merged)"));
-            }
-            let lost: u64 = v.iter().map(|x| x.tokens_lost + x.tokens_misordered).sum();
-            if lost > 0 {
-                out.push(format!("{s} {name}: {lost} tokens lost or misordered"));
-            }
-            let failed: u64 = v.iter().map(|x| x.failed).sum();
-            if failed > 0 {
-                out.push(format!("{s} {name}: {failed} streams failed"));
-            }
+    let name = format!("S2 {} c={}", cell.profile.name(), cell.concurrency);
+    for s in [System::Tokentap, System::TokentapOff] {
+        let Some(v) = rounds_of(rows, s) else {
+            continue;
+        };
+        let (d90, _) = added(rows, s, |x: &S2| x.event_delay.p90);
+        if d90 > 20_000.0 {
+            out.push(format!(
+                "{s} {name}: events delayed by a plateau (added p90 {})",
+                us(d90)
+            ));
+        }
+        // A burst's events come together to every system, direct too:
+        // read together is no merge there.
+        let epr = abs(rows, s, |x: &S2| x.events_per_read);
+        if cell.profile.every_ms > 0 && epr.is_finite() && epr > 1.01 {
+            out.push(format!("{s} {name}: {epr:.2} events per read (merged)"));
+        }
+        let lost: u64 = v.iter().map(|x| x.tokens_lost + x.tokens_misordered).sum();
+        if lost > 0 {
+            out.push(format!("{s} {name}: {lost} tokens lost or misordered"));
+        }
+        let failed: u64 = v.iter().map(|x| x.failed).sum();
+        if failed > 0 {
+            out.push(format!("{s} {name}: {failed} streams failed"));
         }
     }
     out
@@ -394,5 +402,28 @@ mod tests {
         assert_eq!(median_at(&rows, System::Tokentap, at(2), |x| x.1), 200.0);
         assert!(median_at(&rows, System::Tokentap, at(3), |x| x.1).is_nan());
         assert!(median_at(&rows, System::Nginx, at(1), |x| x.1).is_nan());
+    }
+
+    #[test]
+    fn events_read_together_are_a_merge_only_where_the_simulator_paced_them() {
+        let merged = S2 {
+            streams: 3,
+            events_per_read: 2.0,
+            ..S2::default()
+        };
+        let rows = vec![(System::Tokentap, vec![merged])];
+        let cell = |every_ms| StreamCell {
+            profile: super::super::cells::Profile {
+                events: 64,
+                every_ms,
+            },
+            concurrency: 1,
+        };
+        let paced = stream_pathologies(&cell(20), &rows);
+        assert!(
+            matches!(paced.as_slice(), [one] if one.contains("events per read (merged)")),
+            "{paced:?}"
+        );
+        assert!(stream_pathologies(&cell(0), &rows).is_empty());
     }
 }
