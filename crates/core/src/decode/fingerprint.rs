@@ -116,18 +116,21 @@ impl PrefixHasher {
                 return;
             };
             let need = target - self.chars;
-            let (head, rest) = match s.char_indices().nth(need) {
-                Some((i, _)) => s.split_at(i),
-                None => (s, ""),
-            };
+            // Most pieces end before the next length: counted whole (a
+            // fast count); walked char by char only where a length falls.
+            let chars = s.chars().count();
+            let (head, rest, taken) =
+                match (chars > need).then(|| s.char_indices().nth(need)).flatten() {
+                    Some((i, _)) => {
+                        let (head, rest) = s.split_at(i);
+                        (head, rest, need)
+                    }
+                    None => (s, "", chars),
+                };
             // `write`, not `hash`: no length prefix, so how the text was
             // cut into pieces does not change the result.
             self.h.write(head.as_bytes());
-            self.chars += if rest.is_empty() {
-                head.chars().count()
-            } else {
-                need
-            };
+            self.chars += taken;
             if self.chars == *target {
                 if let Some(slot) = self.out.get_mut(k) {
                     *slot = Some(self.h.clone().finish());

@@ -126,10 +126,6 @@ pub fn parse_request(body: &[u8], fingerprint: bool) -> Result<RequestInfo, NotJ
 /// Parses a complete request body, computing the hashes asked for.
 pub fn parse_request_with(body: &[u8], hashes: Hashes) -> Result<RequestInfo, NotJson> {
     let v: RequestView<'_> = serde_json::from_slice(body).map_err(|_| NotJson)?;
-    let messages = v
-        .messages
-        .and_then(|raw| serde_json::from_str::<Vec<IgnoredAny>>(raw.get()).ok())
-        .map(|m| u32::try_from(m.len()).unwrap_or(u32::MAX));
     let prompt = v
         .messages
         .or(v.prompt)
@@ -143,6 +139,17 @@ pub fn parse_request_with(body: &[u8], hashes: Hashes) -> Result<RequestInfo, No
         }
         _ => None,
     };
+    // The messages counted from the value the hashes parsed (`prompt` is
+    // the messages when there are any), else in a pass of their own.
+    let messages = v.messages.and_then(|raw| {
+        let len = match &parsed {
+            Some(serde_json::Value::Array(items)) => items.len(),
+            _ => serde_json::from_str::<Vec<IgnoredAny>>(raw.get())
+                .ok()?
+                .len(),
+        };
+        Some(u32::try_from(len).unwrap_or(u32::MAX))
+    });
     let fingerprint = parsed
         .as_ref()
         .filter(|_| hashes.fingerprint)
