@@ -151,52 +151,6 @@ pub fn topology_with(input_guards: usize, output_guard: bool, strip: bool, top: 
     }
 }
 
-/// The multi-machine test's topology in one process: an edge tap as the
-/// gateway boundary in front of the reference gateway (one input guardrail
-/// call), an engine tap, a guardrail tap, two simulators.
-pub fn fleet_topology(processing_ms: f64, relay_ms: f64, guard_ms: f64) -> Topology {
-    let engine = sim(Profile {
-        ttft_ms: 20.0,
-        itl_ms: 5.0,
-        output_tokens: 8,
-        ..Profile::default()
-    });
-    let guard = sim(Profile {
-        ttft_ms: guard_ms,
-        ..Profile::default()
-    });
-    let (edge, engine_tap, guard_tap) = (free_addr(), free_addr(), free_addr());
-    let gateway = TestGateway::spawn(GatewayConfig {
-        engine: engine_tap.to_string(),
-        guard: Some(guard_tap.to_string()),
-        input_guards: 1,
-        output_guard: false,
-        processing: Duration::from_secs_f64(processing_ms / 1e3),
-        relay_delay: Duration::from_secs_f64(relay_ms / 1e3),
-        strip_traceparent: false,
-    });
-    let taps = [
-        tap_yaml("edge", "gateway", edge, gateway.addr, "    trace: create\n"),
-        tap_yaml("engine", "engine", engine_tap, engine.addr, ""),
-        tap_yaml(
-            "guard",
-            "guardrail",
-            guard_tap,
-            guard.addr,
-            "    hop: moderation\n",
-        ),
-    ]
-    .concat();
-    let m = Multi::start(&taps, "correlation:\n  settle_seconds: 0.3\n");
-    Topology {
-        edge,
-        gateway,
-        m,
-        _engine: engine,
-        _guard: guard,
-    }
-}
-
 fn token_relays(t: &GatewayTruth) -> Vec<f64> {
     t.relays
         .iter()
