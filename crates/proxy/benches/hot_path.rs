@@ -5,8 +5,8 @@
 //! (`estimate_tokens`); and the whole measuring of one non-streamed request
 //! (the Meter from request line to record, then the record into the
 //! metrics), in ns per request, with Prometheus only and with OTLP metrics
-//! too; and the request body as a tap with the analyses on parses it.
-//! `cargo bench -p tokentap-proxy --bench hot_path`.
+//! too. `cargo bench -p tokentap-proxy --bench hot_path` (the request
+//! body's parse: `--bench request_body`).
 #![allow(clippy::unwrap_used)] // a benchmark's setup
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
@@ -187,42 +187,5 @@ fn request(c: &mut Criterion) {
     g.finish();
 }
 
-/// A conversation of `turns` user/assistant pairs, ~`chars` characters each.
-fn conversation(turns: usize, chars: usize) -> Vec<u8> {
-    let text = "lorem ipsum dolor sit amet ".repeat(chars / 27 + 1);
-    let messages: Vec<String> = (0..turns * 2)
-        .map(|i| {
-            let role = if i % 2 == 0 { "user" } else { "assistant" };
-            format!(r#"{{"role":"{role}","content":"{i}: {text}"}}"#)
-        })
-        .collect();
-    format!(
-        r#"{{"model":"m","stream":true,"max_tokens":64,"messages":[{}]}}"#,
-        messages.join(",")
-    )
-    .into_bytes()
-}
-
-/// The request body as a tap with the analyses on reads it (model, stream
-/// flag, message count, the fingerprint and the prompt-prefix hashes): the
-/// S9 request and a 20-turn conversation (~40 KB), in ns per request.
-fn request_body(c: &mut Criterion) {
-    use tokentap_core::decode::request::{parse_request_with, Hashes};
-    let hashes = Hashes {
-        fingerprint: true,
-        prefixes: true,
-        estimate: None,
-    };
-    let long = conversation(20, 1_000);
-    let mut g = c.benchmark_group("request body");
-    g.throughput(Throughput::Elements(1));
-    for (name, body) in [("S9 request", REQ), ("20-turn conversation", &long[..])] {
-        g.bench_function(name, |b| {
-            b.iter(|| black_box(parse_request_with(black_box(body), hashes)))
-        });
-    }
-    g.finish();
-}
-
-criterion_group!(benches, decode, record, request, request_body);
+criterion_group!(benches, decode, record, request);
 criterion_main!(benches);
