@@ -29,8 +29,8 @@ fn chunk(data: &[u8]) -> Vec<u8> {
 /// How the upstream writes its answer.
 #[derive(Clone, Copy, PartialEq)]
 enum Writes {
-    /// The head with the first event; 100 ms later the second event, `[DONE]`
-    /// and the end, each its own write 20 ms apart.
+    /// The head with the first event; then the second event, `[DONE]` and
+    /// the end, each its own write 100 ms after the last.
     HeadWithFirst,
     /// The head alone; the first event 300 ms later; the rest as above.
     HeadAlone,
@@ -78,7 +78,7 @@ async fn sse_upstream(how: Writes, first_sent: Arc<AtomicBool>) -> SocketAddr {
                 }
                 if how != Writes::TailTogether {
                     for piece in [chunk(SECOND), chunk(DONE), b"0\r\n\r\n".to_vec()] {
-                        pause(if piece.starts_with(b"0\r\n") { 20 } else { 100 }).await;
+                        pause(100).await;
                         let _ = s.write_all(&piece).await;
                     }
                 }

@@ -427,8 +427,8 @@ mod tests {
 
     #[test]
     fn dropping_a_system_kills_its_whole_process_tree() {
-        // A parent that outlives nothing: its child keeps running if only
-        // the parent is killed, as nginx's workers do.
+        // A shell whose child keeps running when only the shell is killed,
+        // as nginx's workers do when only the master is.
         let child = Command::new("sh")
             .args(["-c", "sleep 60 & wait"])
             .spawn()
