@@ -131,18 +131,8 @@ async fn a_joiner_fed_the_taps_spans_attributes_as_the_process_does() {
     // gateway's and the taps' connections (milliseconds on a loaded VM),
     // time the taps rightly give the gateway and its record leaves out.
     let warm = 2;
-    for i in 0..warm {
-        let id = format!("join-warm-{i}");
-        let r = post(
-            t.edge,
-            &[("content-type", "application/json"), ("x-request-id", &id)],
-            &chat(true, true),
-        )
-        .await;
-        assert!(r.complete);
-    }
-    for i in 0..n {
-        let id = format!("join-{i}");
+    let warm_ids = (0..warm).map(|i| format!("join-warm-{i}"));
+    for id in warm_ids.chain((0..n).map(|i| format!("join-{i}"))) {
         let r = post(
             t.edge,
             &[("content-type", "application/json"), ("x-request-id", &id)],

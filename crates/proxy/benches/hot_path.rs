@@ -45,37 +45,33 @@ fn stream() -> Vec<Vec<u8>> {
     out
 }
 
+/// A fresh SSE decoder fed every piece, each item to `on`.
+fn feed_all(pieces: &[Vec<u8>], on: &mut impl FnMut(SseItem<'_>)) {
+    let mut d = SseDecoder::new(LIMITS.sse);
+    for p in pieces {
+        let _ = d.feed(black_box(p), on);
+    }
+}
+
 fn decode(c: &mut Criterion) {
     let pieces = stream();
     let mut g = c.benchmark_group("decode");
     g.throughput(Throughput::Elements(EVENTS as u64));
     g.bench_function("sse+classify per event", |b| {
         b.iter(|| {
-            let mut d = SseDecoder::new(SseLimits {
-                max_line_bytes: 1 << 20,
-                max_event_bytes: 1 << 20,
-            });
-            for p in &pieces {
-                let _ = d.feed(black_box(p), &mut |item| {
-                    if let SseItem::Event { event, data } = item {
-                        let _ = black_box(openai::classify_event(event, data));
-                    }
-                });
-            }
+            feed_all(&pieces, &mut |item| {
+                if let SseItem::Event { event, data } = item {
+                    let _ = black_box(openai::classify_event(event, data));
+                }
+            })
         })
     });
     // The two halves of it, so that a change to either shows apart.
     g.bench_function("sse only per event", |b| {
         b.iter(|| {
-            let mut d = SseDecoder::new(SseLimits {
-                max_line_bytes: 1 << 20,
-                max_event_bytes: 1 << 20,
-            });
-            for p in &pieces {
-                let _ = d.feed(black_box(p), &mut |item| {
-                    black_box(item);
-                });
-            }
+            feed_all(&pieces, &mut |item| {
+                black_box(item);
+            })
         })
     });
     let datas: Vec<&[u8]> = pieces
