@@ -154,7 +154,7 @@ fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
     v.get(i).copied().unwrap_or(f64::NAN)
 }
 
-/// The figures compared between runs, per request.
+/// The figures compared, per request: from the joiner and from the logs.
 #[derive(Default, Debug)]
 struct Figures {
     ttft: Vec<f64>,
@@ -224,9 +224,9 @@ async fn all_resolved(a: &Attributions, ids: &[String]) {
 }
 
 const N: usize = 100;
-/// Requests before each run's measured ones: a cold path's first requests
-/// also open the gateway's and the taps' connections (milliseconds on a
-/// loaded VM), which makes them the tail the p99s compare.
+/// Requests before the measured ones: a cold path's first requests also
+/// open the gateway's and the taps' connections (milliseconds on a loaded
+/// VM), time the taps give the gateway and its record leaves out.
 const WARM: usize = 2;
 /// How far a figure resolved from the record logs may be from the
 /// joiner's from the spans: the logs keep token-event offsets in µs.

@@ -6,7 +6,7 @@
 //! raw SSE upstream that writes exactly what each test needs, counting the
 //! client socket's data segments (`tcpi_data_segs_in`).
 
-use crate::relay::{client_reads, connect, decode_chunked, head_end};
+use crate::relay::{client_reads, connect, content_length, decode_chunked, head_end, read_until};
 use crate::support::*;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -90,27 +90,16 @@ async fn sse_upstream(how: Writes, first_sent: Arc<AtomicBool>) -> SocketAddr {
     addr
 }
 
-/// Reads one request with a Content-Length body; false if the client left.
+/// Reads one request with a Content-Length body; false if the client left
+/// (or went quiet for 5 s: `read_until`).
 async fn read_request(s: &mut TcpStream) -> bool {
     let mut buf = Vec::new();
-    let mut tmp = [0u8; 4096];
-    loop {
-        if let Some(h) = head_end(&buf) {
-            let head = String::from_utf8_lossy(&buf[..h]).to_lowercase();
-            let len: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(0);
-            if buf.len() >= h + len {
-                return true;
-            }
-        }
-        match s.read(&mut tmp).await {
-            Ok(n) if n > 0 => buf.extend_from_slice(&tmp[..n]),
-            _ => return false,
-        }
-    }
+    read_until(s, &mut buf, |b| {
+        head_end(b).is_some_and(|h| {
+            b.len() >= h + content_length(&String::from_utf8_lossy(&b[..h]).to_lowercase())
+        })
+    })
+    .await
 }
 
 fn segments_in(c: &TcpStream) -> u32 {
