@@ -413,7 +413,10 @@ where
             Err(e) => return (false, Some(e)),
         };
 
-        let client_session = self.client_upstream.get_http_session(&*peer).await;
+        // Boxed, as the other paths below: a future holds room for the
+        // largest thing it may await, and connecting (8.8 KiB) or an h2 or
+        // custom upstream would otherwise size every open stream's session.
+        let client_session = Box::pin(self.client_upstream.get_http_session(&*peer)).await;
         match client_session {
             Ok((client_session, client_reused)) => {
                 let (server_reused, error) = match client_session {
@@ -430,9 +433,14 @@ where
                         (server_reused, error)
                     }
                     ClientSession::H2(mut h2) => {
-                        let (server_reused, mut error) = self
-                            .proxy_to_h2_upstream(session, &mut h2, client_reused, &peer, ctx)
-                            .await;
+                        let (server_reused, mut error) = Box::pin(self.proxy_to_h2_upstream(
+                            session,
+                            &mut h2,
+                            client_reused,
+                            &peer,
+                            ctx,
+                        ))
+                        .await;
                         let session = ClientSession::H2(h2);
                         self.client_upstream
                             .release_http_session(session, &*peer, peer.idle_timeout())
@@ -459,9 +467,14 @@ where
                         (server_reused, error)
                     }
                     ClientSession::Custom(mut c) => {
-                        let (server_reused, error) = self
-                            .proxy_to_custom_upstream(session, &mut c, client_reused, &peer, ctx)
-                            .await;
+                        let (server_reused, error) = Box::pin(self.proxy_to_custom_upstream(
+                            session,
+                            &mut c,
+                            client_reused,
+                            &peer,
+                            ctx,
+                        ))
+                        .await;
                         let session = ClientSession::Custom(c);
                         self.client_upstream
                             .release_http_session(session, &*peer, peer.idle_timeout())
