@@ -1,6 +1,6 @@
 //! tokentap as a separate process, as users run it: memory stays bounded by
-//! the caps while a hostile upstream sends a 50 MiB line, and the demo stops
-//! on Ctrl-C.
+//! the caps while a hostile upstream sends a 50 MiB line, an idle tap
+//! sleeps, and the demo stops on Ctrl-C.
 
 use crate::support::*;
 use std::io::{BufRead, BufReader};
@@ -114,6 +114,68 @@ async fn memory_stays_bounded_by_the_caps_while_a_50mib_line_passes() {
     assert!(
         uncapped > 40 * 1024,
         "the measurement sees buffering when there is some: {uncapped} KiB"
+    );
+}
+
+/// Wake-ups (voluntary context switches) of all of `pid`'s threads so
+/// far, and the names of those threads.
+fn wake_ups(pid: u32) -> (u64, Vec<String>) {
+    let mut total = 0;
+    let mut names = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = task.unwrap().path();
+        let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+        total += status
+            .lines()
+            .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        names.push(
+            std::fs::read_to_string(dir.join("comm"))
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+        );
+    }
+    (total, names)
+}
+
+/// A tap with nothing to do sleeps: after streamed and non-streamed
+/// requests (pooled upstream connections with their idle timers, read and
+/// write timeouts) its threads wake for deadlines only. pingora's clock
+/// thread woke 100 times a second, idle or not (pingora-timeout 0001 and
+/// the tokio threshold in `server.rs`: ~200 wake-ups in these 2 s before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_tap_does_not_wake_up() {
+    let _g = serial().await;
+    let behind = sim(Profile {
+        ttft_ms: 0.0,
+        itl_ms: 1.0,
+        output_tokens: 8,
+        ..Profile::default()
+    });
+    let (proc, tap, _admin) = run_tokentap(behind.addr, "").await;
+    for i in 0..10 {
+        let r = post(tap, &[], &chat(i % 2 == 0, true)).await;
+        assert_eq!(r.status, 200);
+    }
+    let pid = proc.0.id();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (before, names) = wake_ups(pid);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (after, _) = wake_ups(pid);
+    println!(
+        "idle tap: {} wake-ups in 2 s; threads {names:?}",
+        after - before
+    );
+    assert!(
+        !names.iter().any(|n| n == "Timer thread"),
+        "pingora's clock thread runs: {names:?}"
+    );
+    assert!(
+        after - before < 20,
+        "{} wake-ups in 2 s idle",
+        after - before
     );
 }
 

@@ -153,6 +153,11 @@ pub(crate) fn build_with_grace(
         // sent (proxy::stale) is, on the next pooled connection, which may be
         // stale too: up to three times.
         max_retries: 3,
+        // Every timer of a second or more on tokio's timer wheel, which
+        // wakes only for a deadline, not pingora's clock thread, which
+        // wakes 100 times a second whether a timer is due or not (its
+        // pool's idle timers too: vendor/README.md, pingora-timeout 0001).
+        fast_timeout_to_tokio_threshold_seconds: Some(0),
         ..Default::default()
     };
     let analyses = Analyses::start(config, &metrics).map_err(StartError::Thread)?;
