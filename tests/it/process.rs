@@ -179,6 +179,70 @@ async fn an_idle_tap_does_not_wake_up() {
     );
 }
 
+/// Issue 17's memory target as a guard: a fresh tap holding 1,000 open
+/// streams (20 ms apart, as the bench's S8) stays within 64 MiB of RSS. It
+/// used 90 MiB before pingora's session futures and connection tasks were
+/// trimmed (vendor/README.md, pingora-proxy 0004, pingora-core 0001); 59–61
+/// since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_open_streams_fit_in_64_mib() {
+    let _g = serial().await;
+    const STREAMS: u64 = 1000;
+    const EVENTS: u32 = 150;
+    let behind = sim(Profile {
+        ttft_ms: 0.0,
+        itl_ms: 20.0,
+        output_tokens: EVENTS,
+        ..Profile::default()
+    });
+    let (proc, tap, _admin) = run_tokentap(behind.addr, "").await;
+    let pid = proc.0.id();
+    let idle = status_kib(pid, "VmRSS:");
+    let mut clients = Vec::new();
+    for i in 0..STREAMS {
+        clients.push(tokio::spawn(async move {
+            // Staggered over 1 s: every stream is open from ~1 s to ~3 s.
+            tokio::time::sleep(Duration::from_millis(i)).await;
+            let r = client::send(
+                tap,
+                "POST",
+                "/v1/chat/completions",
+                &[("content-type", "application/json")],
+                &chat(true, true),
+            )
+            .await;
+            r.is_ok_and(|r| {
+                r.status == 200
+                    && r.complete
+                    && String::from_utf8_lossy(&r.body)
+                        .matches("\"content\":")
+                        .count()
+                        == EVENTS as usize + 1
+            })
+        }));
+    }
+    let start = Instant::now();
+    let mut open = Vec::new();
+    while start.elapsed() < Duration::from_millis(2800) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if start.elapsed() > Duration::from_millis(1200) {
+            open.push(status_kib(pid, "VmRSS:"));
+        }
+    }
+    let mut whole = 0;
+    for c in clients {
+        whole += u64::from(c.await.unwrap_or(false));
+    }
+    open.sort_unstable();
+    let plateau = open.get(open.len() / 2).copied().unwrap_or(0);
+    println!("{STREAMS} open streams: RSS idle {idle} KiB, open {plateau} KiB (samples {open:?}); {whole} whole");
+    assert_eq!(whole, STREAMS, "every stream arrives whole");
+    assert!(
+        plateau <= 64 * 1024,
+        "RSS with {STREAMS} streams open: {plateau} KiB"
+    );
+}
+
 #[test]
 fn demo_stops_on_ctrl_c() {
     let _g = serial_blocking();

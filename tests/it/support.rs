@@ -26,7 +26,31 @@ pub fn serial_blocking() -> tokio::sync::MutexGuard<'static, ()> {
     SERIAL.blocking_lock()
 }
 
+/// A loopback address nothing listens on now, its port below the
+/// kernel's ephemeral range. A port from binding port 0 is an ephemeral
+/// one: until the server under test binds it, any outgoing connection of
+/// this machine may take it as its local port, and the server then fails
+/// with "Address already in use" (seen in `dashboards` under load).
 pub fn free_addr() -> SocketAddr {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral_from = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    let (low, span) = (10_000, ephemeral_from.saturating_sub(10_000).max(1));
+    // Start where another test process (or a leftover server) is unlikely
+    // to be, then walk the range.
+    let start = std::process::id().wrapping_mul(7919);
+    for _ in 0..span {
+        let port = low + start.wrapping_add(NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+        let Ok(port) = u16::try_from(port) else {
+            continue;
+        };
+        if let Ok(l) = TcpListener::bind(("127.0.0.1", port)) {
+            return l.local_addr().unwrap();
+        }
+    }
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap()
 }
