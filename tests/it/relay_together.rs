@@ -1,10 +1,12 @@
 //! What the upstream sent together reaches the client together, and what
-//! it sent apart stays apart (patch 0003 of vendor/pingora-proxy): a
-//! response head that came with its first event leaves in one segment, as
-//! do the last events and the end of a stream that came in one write; a
-//! head that came alone is not held back for its first event. Against a
-//! raw SSE upstream that writes exactly what each test needs, counting the
-//! client socket's data segments (`tcpi_data_segs_in`).
+//! it sent apart stays apart (pingora-proxy patch 0003, pingora-core patch
+//! 0002): a response head that came with its first event leaves in one
+//! segment, as do the last events and the end of a stream that came in one
+//! write, and a non-streamed answer larger than pingora's write buffer; a
+//! head that came alone is not held back for its first event, nor the
+//! first part of a `Content-Length` body for the rest. Against raw
+//! upstreams that write exactly what each test needs, counting the client
+//! socket's data segments (`tcpi_data_segs_in`).
 
 use crate::relay::{client_reads, connect, content_length, decode_chunked, head_end, read_until};
 use crate::support::*;
@@ -177,8 +179,8 @@ async fn a_response_head_that_came_with_its_first_event_reaches_the_client_in_on
         [FIRST, SECOND, DONE].concat(),
         "the body, byte for byte"
     );
-    // Head and first event in one segment (the client socket is corked
-    // around the two writes); uncorked, pingora flushes the head alone: two.
+    // Head and first event in one segment (one write for what came
+    // together); published pingora flushes the head alone: two.
     assert_eq!(
         seen.at_first, 1,
         "segments with the head and the first event"
@@ -217,5 +219,115 @@ async fn events_and_the_end_that_came_in_one_write_reach_the_client_in_one_segme
         (seen.at_head, seen.at_end),
         (1, 2),
         "segments at the head and at the end"
+    );
+}
+
+/// A JSON answer of `len` bytes (`{"pad":"xxx…"}`).
+fn json_body(len: usize) -> Vec<u8> {
+    let pad = "x".repeat(len - 10);
+    format!("{{\"pad\":\"{pad}\"}}").into_bytes()
+}
+
+/// A non-streamed upstream: the head with `Content-Length` and the first
+/// `first` bytes of a `len`-byte JSON body in one write, the rest
+/// `pause_ms` later (when any is left); `rest_sent` is set just before.
+async fn json_upstream(
+    len: usize,
+    first: usize,
+    pause_ms: u64,
+    rest_sent: Arc<AtomicBool>,
+) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            let rest_sent = rest_sent.clone();
+            tokio::spawn(async move {
+                if !read_request(&mut s).await {
+                    return;
+                }
+                let body = json_body(len);
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len}\r\n\r\n"
+                );
+                let (now, later) = body.split_at(first);
+                let _ = s.write_all(&[head.as_bytes(), now].concat()).await;
+                if !later.is_empty() {
+                    tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+                    rest_sent.store(true, Ordering::SeqCst);
+                    let _ = s.write_all(later).await;
+                }
+                let mut rest = [0u8; 1024];
+                while matches!(s.read(&mut rest).await, Ok(n) if n > 0) {}
+            });
+        }
+    });
+    addr
+}
+
+/// A non-streamed request through a tap in front of `up`: the client's
+/// bytes once it has the first `until` body bytes, whether the upstream
+/// had sent the rest by then, and the data segments it took.
+async fn json_through(
+    up: SocketAddr,
+    until: usize,
+    rest_sent: &AtomicBool,
+) -> (Vec<u8>, bool, u32) {
+    let tap = Tap::start(&format!("http://{up}"), "");
+    let body = chat(false, false);
+    let mut c = connect(tap.addr).await;
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    c.write_all(&[head.as_bytes(), &body].concat())
+        .await
+        .unwrap();
+    let mut bytes = Vec::new();
+    client_reads(
+        &mut c,
+        &mut bytes,
+        |b| head_end(b).is_some_and(|h| b.len() >= h + until),
+        "not the body's first bytes",
+    )
+    .await;
+    (bytes, rest_sent.load(Ordering::SeqCst), segments_in(&c))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_streamed_answer_larger_than_the_write_buffer_reaches_the_client_in_one_segment() {
+    let _g = serial().await;
+    let rest_sent = Arc::new(AtomicBool::new(false));
+    // Head and a 6,000-byte body in one upstream write: more than
+    // pingora's 1,460-byte write buffer holds.
+    let up = json_upstream(6_000, 6_000, 0, rest_sent.clone()).await;
+    let (bytes, _, segments) = json_through(up, 6_000, &rest_sent).await;
+    assert_eq!(
+        &bytes[head_end(&bytes).unwrap()..],
+        &json_body(6_000)[..],
+        "the body, byte for byte"
+    );
+    // One write for the batch; published pingora writes the head, then
+    // the body: two.
+    assert_eq!(segments, 1, "segments of the answer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_part_of_a_content_length_body_is_not_held_for_the_rest() {
+    let _g = serial().await;
+    let rest_sent = Arc::new(AtomicBool::new(false));
+    // The head and the first 100 bytes of a 1,000-byte body; the rest
+    // 300 ms later.
+    let up = json_upstream(1_000, 100, 300, rest_sent.clone()).await;
+    let (bytes, rest_was_sent, _) = json_through(up, 100, &rest_sent).await;
+    // Published pingora keeps a head with `Content-Length` and the body
+    // before its end in its write buffer until the body is complete.
+    assert!(
+        !rest_was_sent,
+        "the client saw the first part only after the upstream sent the rest"
+    );
+    assert_eq!(
+        &bytes[head_end(&bytes).unwrap()..][..100],
+        &json_body(1_000)[..100]
     );
 }

@@ -413,10 +413,9 @@ where
             Err(e) => return (false, Some(e)),
         };
 
-        // Boxed, as the other paths below: a future holds room for the
-        // largest thing it may await, and connecting (8.8 KiB) or an h2 or
-        // custom upstream would otherwise size every open stream's session.
-        let client_session = Box::pin(self.client_upstream.get_http_session(&*peer)).await;
+        // Not boxed: pingora-core (patch 0003) boxes connecting inside, so
+        // taking a pooled connection is a small future with no allocation.
+        let client_session = self.client_upstream.get_http_session(&*peer).await;
         match client_session {
             Ok((client_session, client_reused)) => {
                 let (server_reused, error) = match client_session {

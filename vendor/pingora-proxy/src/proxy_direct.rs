@@ -11,7 +11,6 @@
 use super::*;
 use crate::proxy_cache::{range_filter::RangeBodyFilter, ServeFromCache};
 use crate::proxy_h1::send_body_to1;
-use pingora_core::protocols::UniqueIDType;
 
 /// The session is one the direct relay handles.
 pub(crate) fn direct_applies(session: &Session, upgrade_request: bool) -> bool {
@@ -55,41 +54,6 @@ fn direct_first_piece(session: &mut Session) -> Result<Option<Option<Bytes>>> {
 /// the filters of the others (microseconds each), never for the network.
 const DIRECT_BATCH: usize = 16;
 
-/// Whether writing `tasks` together takes more than one send: pingora
-/// flushes a head without `Content-Length` as soon as it is written, and
-/// the chunked terminator after the body. Several body pieces alone are
-/// one write already.
-fn direct_needs_cork(tasks: &[HttpTask]) -> bool {
-    tasks.len() > 1
-        && tasks
-            .iter()
-            .any(|t| matches!(t, HttpTask::Header(..)) || t.is_end())
-}
-
-/// Sets or clears `TCP_CORK` on a socket (the upstream's or the client's);
-/// whether it took.
-#[cfg(target_os = "linux")]
-fn cork(fd: UniqueIDType, on: bool) -> bool {
-    let value: libc::c_int = on.into();
-    // Safety: `fd` is an open socket of this session; `value` outlives
-    // the call and its size is passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_CORK,
-            std::ptr::addr_of!(value).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    rc == 0
-}
-
-#[cfg(not(target_os = "linux"))]
-fn cork(_fd: UniqueIDType, _on: bool) -> bool {
-    false
-}
-
 impl<SV, C> HttpProxy<SV, C>
 where
     C: custom::Connector,
@@ -108,20 +72,22 @@ where
         SV::CTX: Send + Sync,
     {
         session.as_mut().enable_retry_buffering();
-        // The first piece of the client's body, when it is already here, is
-        // written right behind the head with the socket corked: head and
-        // body leave in one segment, not two sends and two wake-ups.
+        // The first piece of the client's body, when it is already here,
+        // leaves with the head in one write (pingora-core 0002): one send
+        // and one segment, not two sends and two upstream wake-ups.
         let first = match direct_first_piece(session) {
             Ok(first) => first,
             Err(e) => return (false, false, Some(e.into_down())),
         };
-        let fd = client_session.id();
-        let corked = first.is_some() && cork(fd, true);
-        if let Err(e) = client_session.write_request_header(req).await {
+        let head = match &first {
+            Some(_) => client_session.defer_request_header(req).map(drop),
+            None => client_session.write_request_header(req).await.map(drop),
+        };
+        if let Err(e) = head {
             return (false, false, Some(e.into_up()));
         }
         match self
-            .direct_relay(session, client_session, first, corked, ctx)
+            .direct_relay(session, client_session, first, ctx)
             .await
         {
             Ok((downstream_can_reuse, upstream_can_reuse)) => {
@@ -132,14 +98,13 @@ where
     }
 
     /// `(downstream reusable, upstream reusable)`, as `proxy_1to1`'s halves
-    /// decide them. `first`: a piece of the client's body already read
-    /// (the socket is corked when `corked`, uncorked once it is written).
+    /// decide them. `first`: a piece of the client's body already read,
+    /// whose write takes the request head with it (deferred).
     async fn direct_relay(
         &self,
         session: &mut Session,
         client_session: &mut HttpSessionV1,
         first: Option<Option<Bytes>>,
-        corked: bool,
         ctx: &mut SV::CTX,
     ) -> Result<(bool, bool)>
     where
@@ -165,12 +130,12 @@ where
         if let Some((piece, end)) = piece {
             let sent = self
                 .direct_request_piece(session, client_session, piece, end, ctx)
-                .await;
-            if corked && !cork(client_session.id(), false) {
-                // Still corked: the connection must not be pooled.
-                upstream_can_reuse = false;
-            }
-            let sent = sent?;
+                .await?;
+            // The filters left nothing to write: the head leaves alone.
+            client_session
+                .write_pending_header()
+                .await
+                .map_err(|e| e.into_up())?;
             downstream_done = sent.0;
             Self::direct_sent(
                 sent.1,
@@ -186,8 +151,6 @@ where
         // written to its end.
         let mut upstream_response_done = false;
         let mut response_done = false;
-        // A cork on the client socket could not be cleared.
-        let mut downstream_corked = false;
 
         while !response_done || !downstream_done {
             tokio::select! {
@@ -232,7 +195,7 @@ where
                             }
                         }
                         if !upstream_response_done && tasks.len() < DIRECT_BATCH {
-                            res = client_session.read_response_task().now_or_never();
+                            res = client_session.try_read_response_task();
                         }
                     }
                     if tasks.is_empty() {
@@ -240,21 +203,8 @@ where
                             return Err(e);
                         }
                     }
-                    // Several sends made one segment: the client socket is
-                    // corked around them.
-                    let corked = direct_needs_cork(&tasks)
-                        .then(|| session.downstream_session.stream().map(|s| s.id()))
-                        .flatten()
-                        .filter(|fd| cork(*fd, true));
-                    let written = session.write_response_tasks(tasks).await;
-                    if let Some(fd) = corked {
-                        if !cork(fd, false) {
-                            // Still corked: the connection must not serve
-                            // another request.
-                            downstream_corked = true;
-                        }
-                    }
-                    response_done = written?;
+                    // One write for the batch (pingora-core 0002).
+                    response_done = session.write_response_tasks(tasks).await?;
                     if let Some(e) = failed {
                         return Err(e);
                     }
@@ -289,7 +239,7 @@ where
             }
         }
 
-        let mut reuse_downstream = !downstream_corked;
+        let mut reuse_downstream = true;
         if let Err(e) = session.as_mut().finish_body().await {
             error!("Error finish sending body to downstream: {}", e);
             reuse_downstream = false;

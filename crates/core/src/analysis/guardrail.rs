@@ -206,7 +206,7 @@ pub fn analyze(samples: &[&Sample]) -> GuardrailReport {
 mod tests {
     use super::*;
 
-    fn tap(boundary: &str, hop: Option<&str>, start: f64, ttft: Option<f64>, e2e: f64) -> Sample {
+    fn tap(boundary: &'static str, hop: Option<&str>, start: f64, ttft: Option<f64>, e2e: f64) -> Sample {
         Sample {
             tap: boundary.into(),
             boundary: boundary.into(),
@@ -215,7 +215,7 @@ mod tests {
             start_unix_ms: start,
             ttft_ms: ttft,
             e2e_ms: e2e,
-            verdict: hop.map(|_| "pass".to_owned()),
+            verdict: hop.map(|_| "pass".into()),
             ..Sample::default()
         }
     }

@@ -351,12 +351,12 @@ pub fn analyze(
         seconds: secs,
         requests: samples.len(),
         llm_requests: llm.len(),
-        by_outcome: count_by(samples.iter().map(|s| s.outcome.as_str())),
+        by_outcome: count_by(samples.iter().map(|s| &*s.outcome)),
         token_source: count_by(
             llm.iter()
                 .map(|s| s.output_source.as_deref().unwrap_or("unknown")),
         ),
-        protocol: count_by(llm.iter().map(|s| s.protocol.as_str())),
+        protocol: count_by(llm.iter().map(|s| &*s.protocol)),
         unmeasured,
         concurrency: conc,
         workload: workload::classify(&measured, reuse_1k),

@@ -13,7 +13,13 @@
 
 use crate::record::{Outcome, RequestRecord};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::time::{Duration, UNIX_EPOCH};
+
+/// A label-like field: the name of one of tokentap's enums when made by
+/// this process (no allocation per request), any string when read from a
+/// record log.
+pub type Label = Cow<'static, str>;
 
 /// The record-log schema version (`v` of each line).
 pub const SCHEMA_VERSION: u32 = 1;
@@ -29,26 +35,26 @@ pub struct Sample {
     #[serde(skip)]
     pub origin: u32,
     pub tap: String,
-    pub boundary: String,
+    pub boundary: Label,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hop: Option<String>,
     /// Wall-clock time of the request headers at the tap (ms since epoch).
     pub start_unix_ms: f64,
-    pub operation: String,
+    pub operation: Label,
     pub stream: bool,
     /// `sse`, `json` or `none`.
-    pub protocol: String,
+    pub protocol: Label,
     #[serde(default)]
     pub model: Option<String>,
     #[serde(default)]
     pub status: Option<u16>,
-    pub outcome: String,
+    pub outcome: Label,
     #[serde(default)]
-    pub error_type: Option<String>,
+    pub error_type: Option<Label>,
     #[serde(default)]
-    pub measure_error: Option<String>,
+    pub measure_error: Option<Label>,
     #[serde(default)]
-    pub finish_reason: Option<String>,
+    pub finish_reason: Option<Label>,
     #[serde(default)]
     pub ttfb_ms: Option<f64>,
     #[serde(default)]
@@ -78,10 +84,10 @@ pub struct Sample {
     pub output_tokens: Option<u64>,
     /// `usage`, `events` or `estimate`.
     #[serde(default)]
-    pub output_source: Option<String>,
+    pub output_source: Option<Label>,
     /// `usage` or `estimate` (absent: no input count).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input_source: Option<String>,
+    pub input_source: Option<Label>,
     #[serde(default)]
     pub cached_tokens: Option<u64>,
     #[serde(default)]
@@ -107,15 +113,15 @@ pub struct Sample {
     #[serde(default)]
     pub request_id: Option<String>,
     #[serde(default)]
-    pub verdict: Option<String>,
+    pub verdict: Option<Label>,
     /// The API dialect (`openai`, `responses`, `anthropic`, `ollama`,
     /// `tgi`, `gemini`); absent in lines written before dialects existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dialect: Option<String>,
+    pub dialect: Option<Label>,
     /// How the dialect was chosen: `path`, `content` (the response named
     /// it) or `config`; absent for what is no LLM call and in older lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dialect_source: Option<String>,
+    pub dialect_source: Option<Label>,
     /// The engine's own prefill and decode times, when it reports them
     /// (Ollama's `prompt_eval_duration`, `eval_duration`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -135,7 +141,7 @@ impl Sample {
     /// kept fewer than there were.
     pub fn from_record(
         tap: &str,
-        boundary: &str,
+        boundary: &'static str,
         hop: Option<&str>,
         r: &RequestRecord,
         offsets_us: &[u32],
@@ -154,22 +160,22 @@ impl Sample {
             origin: 0,
             v: SCHEMA_VERSION,
             tap: tap.to_owned(),
-            boundary: boundary.to_owned(),
+            boundary: Cow::Borrowed(boundary),
             hop: hop.map(str::to_owned),
             start_unix_ms: r
                 .started_at
                 .duration_since(UNIX_EPOCH)
                 .map(ms)
                 .unwrap_or_default(),
-            operation: r.operation.as_str().to_owned(),
+            operation: Cow::Borrowed(r.operation.as_str()),
             stream: r.stream,
-            protocol: r.body_kind.as_str().to_owned(),
+            protocol: Cow::Borrowed(r.body_kind.as_str()),
             model: r.model().map(str::to_owned),
             status: r.status,
-            outcome: r.outcome.as_str().to_owned(),
-            error_type: r.error_type.map(|e| e.as_str().to_owned()),
-            measure_error: r.measure_error.map(|e| e.as_str().to_owned()),
-            finish_reason: r.finish_reason.map(|f| f.as_str().to_owned()),
+            outcome: Cow::Borrowed(r.outcome.as_str()),
+            error_type: r.error_type.map(|e| Cow::Borrowed(e.as_str())),
+            measure_error: r.measure_error.map(|e| Cow::Borrowed(e.as_str())),
+            finish_reason: r.finish_reason.map(|f| Cow::Borrowed(f.as_str())),
             ttfb_ms: r.ttfb.map(ms),
             first_event_ms: r.time_to_first_event.map(ms),
             ttft_ms: r.ttft.map(ms),
@@ -184,8 +190,8 @@ impl Sample {
             gaps_ms,
             input_tokens: r.input_tokens,
             output_tokens: r.output_tokens,
-            output_source: r.output_source.map(|s| s.as_str().to_owned()),
-            input_source: r.input_source.map(|s| s.as_str().to_owned()),
+            output_source: r.output_source.map(|s| Cow::Borrowed(s.as_str())),
+            input_source: r.input_source.map(|s| Cow::Borrowed(s.as_str())),
             cached_tokens: r.cached_tokens,
             reasoning_tokens: r.reasoning_tokens,
             max_tokens: r.request.max_tokens,
@@ -196,9 +202,9 @@ impl Sample {
             prefix: r.request.prefixes.map(|h| h.map(|h| format!("{h:016x}"))),
             trace_id: r.trace.map(|t| t.trace_id_hex()),
             request_id: r.request_id.clone(),
-            verdict: r.verdict.map(|v| v.as_str().to_owned()),
-            dialect: Some(r.dialect.as_str().to_owned()),
-            dialect_source: r.dialect_source.map(|s| s.as_str().to_owned()),
+            verdict: r.verdict.map(|v| Cow::Borrowed(v.as_str())),
+            dialect: Some(Cow::Borrowed(r.dialect.as_str())),
+            dialect_source: r.dialect_source.map(|s| Cow::Borrowed(s.as_str())),
             engine_prefill_ms: r
                 .engine_timing
                 .and_then(|e| e.prefill_ns)

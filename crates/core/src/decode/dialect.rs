@@ -141,7 +141,11 @@ pub fn route_with(path: &str, forced: Option<Dialect>) -> (Operation, Dialect) {
 /// (TGI). Only a printable, non-empty name with at most one `/`.
 pub fn model_in_path(path: &str) -> Option<&str> {
     let path = path.split('?').next().unwrap_or_default();
-    let (_, rest) = path.rsplit_once("/models/")?;
+    // Every request asks; memchr's search, set up once, not `str`'s per call.
+    static MODELS: std::sync::LazyLock<memchr::memmem::FinderRev<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::FinderRev::new("/models/"));
+    let at = MODELS.rfind(path.as_bytes())?;
+    let rest = path.get(at + "/models/".len()..)?;
     let model = rest.split(':').next().unwrap_or_default();
     let model = model.trim_end_matches('/');
     let slashes = model.bytes().filter(|b| *b == b'/').count();

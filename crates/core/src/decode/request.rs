@@ -13,7 +13,7 @@
 //! Does not own: copying the body (that is `CappedBuf`, fed by the proxy
 //! without holding the body back) or deciding labels (`metrics::labels`).
 
-use super::fingerprint::{fingerprint_value, prefix_hashes, PrefixHashes};
+use super::fingerprint::{fingerprint_value, prefix_hashes, PrefixHashes, PREFIX_CHARS};
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -133,8 +133,12 @@ pub fn parse_request_with(body: &[u8], hashes: Hashes) -> Result<RequestInfo, No
         .or(v.inputs)
         .or(v.contents);
     let prompt_bytes = prompt.map(|raw| u64::try_from(raw.get().len()).unwrap_or(u64::MAX));
+    // Every character of the prefixes' text (roles, text, two newlines a
+    // message) takes at least one byte of the prompt's JSON, so a prompt
+    // shorter than the shortest prefix has none: not parsed for them.
+    let prefixes_possible = |raw: &RawValue| PREFIX_CHARS.first().is_some_and(|n| raw.get().len() >= *n);
     let parsed = match prompt {
-        Some(raw) if hashes.fingerprint || hashes.prefixes => {
+        Some(raw) if hashes.fingerprint || (hashes.prefixes && prefixes_possible(raw)) => {
             serde_json::from_str::<serde_json::Value>(raw.get()).ok()
         }
         _ => None,
@@ -193,6 +197,31 @@ pub fn truncate(s: &str, max: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The prefix hashes are those of the parsed prompt, whether or not
+        /// its length let the parse be skipped: text with escapes and
+        /// multi-byte characters, around the 1,000-character mark.
+        #[test]
+        fn prefixes_skipped_only_where_there_are_none(
+            parts in proptest::collection::vec(("(user|system|)", "[a\\n\"é😀 ]{0,600}"), 1..4),
+            as_prompt in any::<bool>(),
+        ) {
+            let prompt = if as_prompt {
+                serde_json::Value::String(parts.iter().map(|(_, t)| t.as_str()).collect())
+            } else {
+                serde_json::Value::Array(parts.iter().map(|(role, text)| {
+                    serde_json::json!({"role": role, "content": text})
+                }).collect())
+            };
+            let key = if as_prompt { "prompt" } else { "messages" };
+            let body = serde_json::json!({"model": "m", key: prompt}).to_string();
+            let hashes = Hashes { prefixes: true, ..Hashes::default() };
+            let got = parse_request_with(body.as_bytes(), hashes).unwrap_or_default();
+            prop_assert_eq!(got.prefixes, prefix_hashes(&prompt));
+        }
+    }
 
     #[test]
     fn reads_other_dialects_limits_and_prompts() {

@@ -187,10 +187,9 @@ impl RequestCtx {
 
     /// The upstream's final response header.
     pub fn response_head(&mut self, at: Instant, status: u16, h: &http::HeaderMap) {
-        let get = |name: &str| h.get(name).map(|v| v.as_bytes());
-        let content_length = get("content-length")
-            .and_then(|v| std::str::from_utf8(v).ok())
-            .and_then(|v| v.trim().parse().ok());
+        use http::header::{CONTENT_ENCODING, CONTENT_TYPE};
+        let get = |name| super::headers::get(h, name);
+        let content_length = super::headers::content_length(h);
         self.guarded(|m, sink| {
             // A request whose dialect its response will name resolves its
             // labels at its first token event, with the operation known.
@@ -200,8 +199,8 @@ impl RequestCtx {
             m.response_head(
                 at,
                 status,
-                get("content-type"),
-                get("content-encoding"),
+                get(&CONTENT_TYPE),
+                get(&CONTENT_ENCODING),
                 content_length,
             );
         });

@@ -19,6 +19,7 @@
 
 mod ctx;
 pub mod errors;
+mod headers;
 mod stale;
 mod tap;
 pub mod upstream_io;
@@ -50,15 +51,7 @@ impl TapProxy {
     }
 }
 
-fn header<'a>(h: &'a http::HeaderMap, name: &str) -> Option<&'a [u8]> {
-    h.get(name).map(|v| v.as_bytes())
-}
-
-fn content_length(h: &http::HeaderMap) -> Option<u64> {
-    header(h, "content-length")
-        .and_then(|v| std::str::from_utf8(v).ok())
-        .and_then(|v| v.trim().parse().ok())
-}
+use headers::content_length;
 
 /// The request head as the size limits count it.
 fn head_size(req: &RequestHeader) -> HeadSize {
@@ -159,15 +152,15 @@ impl ProxyHttp for TapProxy {
             return Ok(());
         }
         let req = session.req_header();
-        let id = header(&req.headers, "x-request-id");
-        let traceparent = header(&req.headers, "traceparent");
+        let id = headers::get(&req.headers, &headers::X_REQUEST_ID);
+        let traceparent = headers::get(&req.headers, &headers::TRACEPARENT);
         #[cfg(feature = "fault-injection")]
-        ctx.inject_fault(header(&req.headers, "x-tokentap-fault"));
+        ctx.inject_fault(headers::get(&req.headers, &headers::X_TOKENTAP_FAULT));
         ctx.request_head(req.uri.path(), id, content_length(&req.headers));
         ctx.sink
             .set_request_id(id.and_then(|v| std::str::from_utf8(v).ok()));
         ctx.trace(&self.tap, traceparent);
-        ctx.load_context(&self.tap, |name| header(&req.headers, name));
+        ctx.load_context(&self.tap, |name| headers::by_name(&req.headers, name));
         Ok(())
     }
 
@@ -203,7 +196,7 @@ impl ProxyHttp for TapProxy {
             upstream_request.insert_header(http::header::CONNECTION, "close")?;
         }
         if let Some(t) = ctx.inject_trace {
-            upstream_request.insert_header("traceparent", t.to_string())?;
+            upstream_request.insert_header(headers::TRACEPARENT.clone(), t.to_string())?;
         }
         if let Some(b) = &ctx.injected_body {
             upstream_request.insert_header(http::header::CONTENT_LENGTH, b.len().to_string())?;
@@ -245,14 +238,16 @@ impl ProxyHttp for TapProxy {
         let now = Instant::now();
         ctx.collect_request().await;
         let h = &resp.headers;
-        let sse = header(h, "content-type").is_some_and(|ct| {
-            tokentap_core::decode::BodyKind::from_content_type(ct)
-                == tokentap_core::decode::BodyKind::Sse
-        });
+        let sse = || {
+            headers::get(h, &http::header::CONTENT_TYPE).is_some_and(|ct| {
+                tokentap_core::decode::BodyKind::from_content_type(ct)
+                    == tokentap_core::decode::BodyKind::Sse
+            })
+        };
         if ctx.settings.config.inject_usage
             && ctx.injected_body.is_some()
             && resp.status.is_success()
-            && sse
+            && sse()
         {
             ctx.stripper = Some(tokentap_core::inject::UsageStripper::default());
         }

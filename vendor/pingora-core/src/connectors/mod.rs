@@ -360,7 +360,11 @@ impl TransportConnector {
         if let Some(s) = reused_stream {
             Ok((s, true))
         } else {
-            let s = self.new_stream(peer).await?;
+            // Boxed (patched by tokentap, pingora-core 0003): connecting
+            // (TCP, TLS) is the largest future on a request's path; inline
+            // it would size every caller's future, a reused connection's
+            // too, for as long as the request runs.
+            let s = Box::pin(self.new_stream(peer)).await?;
             Ok((s, false))
         }
     }

@@ -83,7 +83,7 @@ where
                 return Ok((HttpSession::H1(h1), true));
             }
             // Step 3: Try and create a new Custom session
-            let (connection, reused) = self.custom.get_http_session(peer).await?;
+            let (connection, reused) = Box::pin(self.custom.get_http_session(peer)).await?;
             // We create the Connector before TLS, so we need to make sure that the server also supports the same custom protocol
             match connection {
                 Connection::Session(s) => {
@@ -127,7 +127,7 @@ where
                     return Ok((HttpSession::H1(h1), true));
                 }
             }
-            let session = self.h2.new_http_session(peer).await?;
+            let session = Box::pin(self.h2.new_http_session(peer)).await?;
             Ok((session, false))
         }
     }

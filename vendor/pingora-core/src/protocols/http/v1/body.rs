@@ -153,6 +153,18 @@ pub struct BodyReader {
     body_buf_overread: Option<BytesMut>,
 }
 
+/// `{size:X}\r\n` (upper-case hex, no leading zeros) into `out`.
+fn chunk_size_line(size: usize, out: &mut [u8; 18]) -> &[u8] {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let digits = (usize::BITS as usize - size.leading_zeros() as usize).div_ceil(4).max(1);
+    for i in 0..digits {
+        out[digits - 1 - i] = HEX[(size >> (4 * i)) & 0xf];
+    }
+    out[digits] = b'\r';
+    out[digits + 1] = b'\n';
+    &out[..digits + 2]
+}
+
 impl BodyReader {
     pub fn new(upstream: bool) -> Self {
         BodyReader {
@@ -244,6 +256,14 @@ impl BodyReader {
                     overread.put_slice(buf_to_rewind);
                     self.body_buf_overread = Some(overread);
                 }
+            }
+            // The whole body came with the head: a buffer of its size, not
+            // one of `body_buf_size` (64 KiB) that no read will fill.
+            // Patched by tokentap (pingora-core 0003).
+            _ if buf_to_rewind.len() >= cl => {
+                self.rewind_buf_len = buf_to_rewind.len();
+                self.body_buf = Some(BytesMut::from(buf_to_rewind));
+                self.body_state = PS::Partial(0, cl);
             }
             _ => {
                 self.prepare_buf(buf_to_rewind);
@@ -1388,8 +1408,12 @@ impl BodyWriter {
             BM::ChunkedEncoding(written) => {
                 let chunk_size = buf.len();
 
-                let chuck_size_buf = format!("{:X}\r\n", chunk_size);
-                let mut output_buf = Bytes::from(chuck_size_buf).chain(buf).chain(&b"\r\n"[..]);
+                // The size line without a `format!` (an allocation and the
+                // formatting machinery per chunk; patched by tokentap,
+                // pingora-core 0002): the same bytes.
+                let mut line = [0u8; 18];
+                let size_line = chunk_size_line(chunk_size, &mut line);
+                let mut output_buf = Buf::chain(size_line, buf).chain(&b"\r\n"[..]);
                 stream
                     .write_all_buf(&mut output_buf)
                     .await
@@ -2029,6 +2053,14 @@ impl BodyWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunk_size_line_is_what_format_writes() {
+        for size in [0usize, 1, 9, 10, 15, 16, 255, 256, 4096, 65535, 1 << 40, usize::MAX] {
+            let mut line = [0u8; 18];
+            assert_eq!(chunk_size_line(size, &mut line), format!("{size:X}\r\n").as_bytes());
+        }
+    }
     use tokio_test::io::Builder;
 
     fn init_log() {

@@ -54,6 +54,12 @@ pub struct HttpSession {
     pub(crate) digest: Box<Digest>,
     response_header: Option<Box<ResponseHeader>>,
     request_written: Option<Box<RequestHeader>>,
+    /// A serialized request header that leaves with the first body write
+    /// (`defer_request_header`; patched by tokentap, pingora-core 0002).
+    pending_header: Option<Vec<u8>>,
+    /// The body reads' timer, armed once and pushed back only when it
+    /// fires (`read_body_until`; patched by tokentap, pingora-core 0003).
+    body_read_timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
     bytes_sent: usize,
     /// Total response body payload bytes received from upstream
     body_recv: usize,
@@ -91,6 +97,8 @@ impl HttpSession {
             keepalive_timeout: KeepaliveStatus::Off,
             response_header: None,
             request_written: None,
+            pending_header: None,
+            body_read_timer: None,
             read_timeout: None,
             write_timeout: None,
             digest,
@@ -155,11 +163,77 @@ impl HttpSession {
         Ok(to_wire.len())
     }
 
+    /// Like [`Self::write_request_header`], but the header is only
+    /// serialized and kept: it leaves with the first body write
+    /// ([`Self::write_body`] or [`Self::finish_body`]) as one write, one
+    /// send, one segment, instead of a send for the head and another for
+    /// the body. For a request whose first body piece is already here. The
+    /// caller writes the body, or calls [`Self::write_pending_header`],
+    /// before it reads the response. (Patched by tokentap, pingora-core
+    /// 0002.)
+    pub fn defer_request_header(&mut self, req: Box<RequestHeader>) -> Result<usize> {
+        self.init_req_body_writer(&req);
+        let to_wire = http_req_header_to_wire(&req).ok_or_else(|| {
+            Error::explain(
+                InvalidHTTPHeader,
+                "request-line contains forbidden delimiter bytes or unsupported HTTP version",
+            )
+        })?;
+        let len = to_wire.len();
+        self.pending_header = Some(to_wire.into());
+        self.request_written = Some(req);
+        Ok(len)
+    }
+
+    /// Writes a header kept by [`Self::defer_request_header`] that no body
+    /// write has taken yet; nothing when there is none.
+    pub async fn write_pending_header(&mut self) -> Result<()> {
+        match self.pending_header.take() {
+            Some(head) => self.write_with_header(head).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Writes `out` (a kept request header, and what was framed after it)
+    /// as `write_request_header` writes a header: with the write timeout,
+    /// then flushed.
+    async fn write_with_header(&mut self, out: Vec<u8>) -> Result<()> {
+        let write_fut = self.underlying_stream.write_all(&out);
+        match self.write_timeout {
+            Some(t) => match timeout(t, write_fut).await {
+                Ok(res) => res,
+                Err(_) => Err(std::io::Error::from(ErrorKind::TimedOut)),
+            },
+            None => write_fut.await,
+        }
+        .map_err(|e| match e.kind() {
+            ErrorKind::TimedOut => {
+                Error::because(WriteTimedout, "while writing request headers (timeout)", e)
+            }
+            _ => Error::because(WriteError, "while writing request headers", e),
+        })?;
+        self.underlying_stream
+            .flush()
+            .await
+            .or_err(WriteError, "flushing request header")
+    }
+
     async fn do_write_body(&mut self, buf: &[u8]) -> Result<Option<usize>> {
-        let written = self
-            .body_writer
-            .write_body(&mut self.underlying_stream, buf)
-            .await;
+        let written = match self.pending_header.take() {
+            // The kept header and this piece, framed behind it, in one write.
+            Some(mut out) => {
+                let framed = self.body_writer.write_body(&mut out, buf).await;
+                if framed.is_ok() {
+                    self.write_with_header(out).await?;
+                }
+                framed
+            }
+            None => {
+                self.body_writer
+                    .write_body(&mut self.underlying_stream, buf)
+                    .await
+            }
+        };
 
         if let Ok(Some(num_bytes)) = written {
             self.bytes_sent += num_bytes;
@@ -191,7 +265,15 @@ impl HttpSession {
     /// Flush local buffer and notify the server by sending the last chunk if chunked encoding is
     /// used.
     pub async fn finish_body(&mut self) -> Result<Option<usize>> {
-        let res = self.body_writer.finish(&mut self.underlying_stream).await?;
+        let res = match self.pending_header.take() {
+            // The kept header and the body's end (if it has one) in one write.
+            Some(mut out) => {
+                let res = self.body_writer.finish(&mut out).await?;
+                self.write_with_header(out).await?;
+                res
+            }
+            None => self.body_writer.finish(&mut self.underlying_stream).await?,
+        };
         self.underlying_stream
             .flush()
             .await
@@ -475,6 +557,44 @@ impl HttpSession {
         self.response_header.as_ref().map(|h| h.status)
     }
 
+    /// `do_read_body` with the read timeout: it fails once `t` passed
+    /// since this read began, as a `timeout` around it did. But a timer per
+    /// read (a streamed body reads once per event) costs a trip to the timer
+    /// wheel to arm it and one to take it out; here one timer serves every
+    /// body read of the session. It is armed at the first read's deadline;
+    /// a later read's deadline is later, so when the timer fires early it is
+    /// pushed back to the deadline of the read then running, and only then.
+    /// (Patched by tokentap, pingora-core 0003.)
+    async fn read_body_until(&mut self, t: Duration) -> Result<Option<BufRef>> {
+        use tokio::time::{sleep_until, Instant};
+        self.init_body_reader();
+        let deadline = Instant::now() + t;
+        let timer = self
+            .body_read_timer
+            .get_or_insert_with(|| Box::pin(sleep_until(deadline)));
+        if timer.deadline() > deadline {
+            // The timeout was shortened since the timer was armed.
+            timer.as_mut().reset(deadline);
+        }
+        let read = self.body_reader.read_body(&mut self.underlying_stream);
+        tokio::pin!(read);
+        loop {
+            tokio::select! {
+                biased;
+                res = &mut read => return res,
+                () = timer.as_mut() => {
+                    if Instant::now() >= deadline {
+                        return Error::e_explain(
+                            ReadTimedout,
+                            format!("reading body, timeout: {t:?}"),
+                        );
+                    }
+                    timer.as_mut().reset(deadline);
+                }
+            }
+        }
+    }
+
     async fn do_read_body(&mut self) -> Result<Option<BufRef>> {
         self.init_body_reader();
         self.body_reader
@@ -487,10 +607,7 @@ impl HttpSession {
     /// Return `Ok(None)` if there is no more body to read.
     pub async fn read_body_ref(&mut self) -> Result<Option<&[u8]>> {
         let result = match self.read_timeout {
-            Some(t) => match timeout(t, self.do_read_body()).await {
-                Ok(res) => res,
-                Err(_) => Error::e_explain(ReadTimedout, format!("reading body, timeout: {t:?}")),
-            },
+            Some(t) => self.read_body_until(t).await,
             None => self.do_read_body().await,
         };
 
@@ -847,6 +964,19 @@ impl HttpSession {
             }
         }
         // TODO: support h1 trailer
+    }
+
+    /// The next response task if it is there without waiting: one poll of
+    /// [`Self::read_response_task`], cancel-safe as it is, without the read
+    /// timer it would arm and drop (nothing here waits). Patched by
+    /// tokentap (pingora-core 0003): the direct relay asks after every
+    /// task whether the next one came with it.
+    pub fn try_read_response_task(&mut self) -> Option<Result<HttpTask>> {
+        use futures::FutureExt;
+        let read_timeout = self.read_timeout.take();
+        let task = self.read_response_task().now_or_never();
+        self.read_timeout = read_timeout;
+        task
     }
 
     /// Return the [Digest] of the connection

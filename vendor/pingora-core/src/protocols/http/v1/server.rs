@@ -1040,6 +1040,9 @@ impl HttpSession {
         self.body_reader.take_body_overread()
     }
 
+    // Unused since `response_duplex_vec` frames a batch into one buffer
+    // (tokentap, pingora-core 0002); kept for pingora's own tests of it.
+    #[cfg(test)]
     async fn do_write_body_buf(&mut self) -> Result<Option<usize>> {
         // Don't flush empty chunks, they are considered end of body for chunks
         if self.body_write_buf.is_empty() {
@@ -1061,6 +1064,7 @@ impl HttpSession {
         written
     }
 
+    #[cfg(test)]
     async fn write_body_buf(&mut self) -> Result<Option<usize>> {
         match self.write_timeout(self.body_write_buf.len()) {
             Some(t) => match timeout(t, self.do_write_body_buf()).await {
@@ -1528,6 +1532,16 @@ impl HttpSession {
         if end_stream {
             // no-op if body wasn't initialized or is finished already
             self.finish_body().await.map_err(|e| e.into_down())?;
+        } else {
+            // Patched by tokentap (pingora-core 0002): what arrived leaves
+            // now. Published pingora keeps a head with `Content-Length` and
+            // the body pieces before its last in the write buffer (up to
+            // 1,460 bytes) until the body ends, however long that takes.
+            self.underlying_stream
+                .flush()
+                .await
+                .or_err(WriteError, "flushing response")
+                .map_err(|e| e.into_down())?;
         }
         Ok(end_stream || self.body_writer.finished())
     }
@@ -1549,7 +1563,13 @@ impl HttpSession {
         }
     }
 
-    // TODO: use vectored write to avoid copying
+    /// Writes a batch of response tasks (what the upstream sent together)
+    /// with one write and one flush: the heads as they come, then the body
+    /// pieces framed as one, then the body's end. Patched by tokentap
+    /// (pingora-core 0002): published pingora writes each head on its own
+    /// (flushed at once when it has no `Content-Length`) and the body after
+    /// it, so a head and its first piece, or the last piece and the chunked
+    /// terminator, left as two or three sends and segments.
     pub async fn response_duplex_vec(&mut self, mut tasks: Vec<HttpTask>) -> Result<bool> {
         let n_tasks = tasks.len();
         if n_tasks == 1 {
@@ -1557,13 +1577,22 @@ impl HttpSession {
             return self.response_duplex(tasks.pop().unwrap()).await;
         }
 
+        // What this batch writes, in the order published pingora writes it.
+        let mut out: Vec<u8> = Vec::new();
         let mut end_stream = false;
+        let mut failed = None;
         for task in tasks.into_iter() {
             end_stream = match task {
-                HttpTask::Header(header, end_stream) => {
-                    self.write_response_header(header)
-                        .await
-                        .map_err(|e| e.into_down())?;
+                HttpTask::Header(mut header, end_stream) => {
+                    // The header counts as written once it is in `out`: a
+                    // failed write below ends the session.
+                    if let Some((head, _flush)) = self
+                        .prepare_response_header(&mut header)
+                        .map_err(|e| e.into_down())?
+                    {
+                        out.extend_from_slice(&head);
+                        self.response_written = Some(header);
+                    }
                     end_stream
                 }
                 HttpTask::Body(data, end_stream) => {
@@ -1577,20 +1606,46 @@ impl HttpSession {
                 HttpTask::Trailer(_) => true, // h1 trailer is not supported yet
                 HttpTask::Done => true,
                 HttpTask::Failed(e) => {
-                    // flush the data we have and quit
-                    self.write_body_buf().await.map_err(|e| e.into_down())?;
-                    self.underlying_stream
-                        .flush()
-                        .await
-                        .or_err(WriteError, "flushing response")?;
-                    return Err(e);
+                    // write the data we have and quit
+                    failed = Some(e);
+                    break;
                 }
             }
         }
-        self.write_body_buf().await.map_err(|e| e.into_down())?;
-        if end_stream {
+        if !self.body_write_buf.is_empty() {
+            let body = std::mem::take(&mut self.body_write_buf);
+            let framed = self.body_writer.write_body(&mut out, &body).await;
+            self.body_write_buf = body;
+            self.body_write_buf.clear();
+            if let Some(n) = framed.map_err(|e| e.into_down())? {
+                self.body_bytes_sent += n;
+            }
+        }
+        let finished = if end_stream && failed.is_none() {
             // no-op if body wasn't initialized or is finished already
-            self.finish_body().await.map_err(|e| e.into_down())?;
+            Some(self.body_writer.finish(&mut out).await)
+        } else {
+            None
+        };
+        let write_timeout = self.write_timeout(out.len());
+        let write = async {
+            self.underlying_stream.write_all(&out).await?;
+            self.underlying_stream.flush().await
+        };
+        match write_timeout {
+            Some(t) => match timeout(t, write).await {
+                Ok(res) => res.or_err(WriteError, "writing response"),
+                Err(_) => Error::e_explain(WriteTimedout, format!("writing response, timeout: {t:?}")),
+            },
+            None => write.await.or_err(WriteError, "writing response"),
+        }
+        .map_err(|e| e.into_down())?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if let Some(finished) = finished {
+            finished.map_err(|e| e.into_down())?;
+            self.maybe_force_close_body_reader();
         }
         Ok(end_stream || self.body_writer.finished())
     }
