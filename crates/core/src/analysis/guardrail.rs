@@ -206,7 +206,13 @@ pub fn analyze(samples: &[&Sample]) -> GuardrailReport {
 mod tests {
     use super::*;
 
-    fn tap(boundary: &'static str, hop: Option<&str>, start: f64, ttft: Option<f64>, e2e: f64) -> Sample {
+    fn tap(
+        boundary: &'static str,
+        hop: Option<&str>,
+        start: f64,
+        ttft: Option<f64>,
+        e2e: f64,
+    ) -> Sample {
         Sample {
             tap: boundary.into(),
             boundary: boundary.into(),

@@ -136,7 +136,8 @@ pub fn parse_request_with(body: &[u8], hashes: Hashes) -> Result<RequestInfo, No
     // Every character of the prefixes' text (roles, text, two newlines a
     // message) takes at least one byte of the prompt's JSON, so a prompt
     // shorter than the shortest prefix has none: not parsed for them.
-    let prefixes_possible = |raw: &RawValue| PREFIX_CHARS.first().is_some_and(|n| raw.get().len() >= *n);
+    let prefixes_possible =
+        |raw: &RawValue| PREFIX_CHARS.first().is_some_and(|n| raw.get().len() >= *n);
     let parsed = match prompt {
         Some(raw) if hashes.fingerprint || (hashes.prefixes && prefixes_possible(raw)) => {
             serde_json::from_str::<serde_json::Value>(raw.get()).ok()
