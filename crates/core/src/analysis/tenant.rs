@@ -13,7 +13,16 @@ fn short_hash(prefix: &str, bytes: &[u8]) -> String {
     let mut h = DefaultHasher::new();
     h.write(b"tokentap-tenant");
     h.write(bytes);
-    format!("{prefix}{:012x}", h.finish() >> 16)
+    // `format!("{prefix}{:012x}", ..)`, without the formatting machinery
+    // (a third of a request's measuring outside the JSON parses).
+    let hash = h.finish() >> 16;
+    let mut out = String::with_capacity(prefix.len() + 12);
+    out.push_str(prefix);
+    for shift in (0..12).rev() {
+        let digit = ((hash >> (4 * shift)) & 0xf) as u32;
+        out.push(char::from_digit(digit, 16).unwrap_or('0'));
+    }
+    out
 }
 
 /// The tenant of a request from its headers (`get(name)` returns a header's
@@ -56,6 +65,16 @@ pub fn tenant_of<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_short_hash_is_the_prefix_and_twelve_hex_digits() {
+        for key in [&b""[..], b"sk-1", b"a much longer key than twelve digits"] {
+            let mut h = DefaultHasher::new();
+            h.write(b"tokentap-tenant");
+            h.write(key);
+            assert_eq!(short_hash("k-", key), format!("k-{:012x}", h.finish() >> 16));
+        }
+    }
 
     fn headers<'a>(h: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<&'a [u8]> + 'a {
         move |name| {

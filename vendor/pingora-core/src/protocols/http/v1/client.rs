@@ -366,9 +366,13 @@ impl HttpSession {
                         // while header_refs doesn't as it is still empty
                         let _num_headers = populate_headers(base, &mut header_refs, resp.headers);
 
+                        // Room for two more: a proxy relaying this response
+                        // adds `Date` and `Connection` (`prepare_response_header`),
+                        // which would otherwise grow both maps, every response.
+                        // (Patched by tokentap, pingora-core 0003.)
                         let mut response_header = match ResponseHeader::build(
                             resp.code.unwrap(),
-                            Some(resp.headers.len()),
+                            Some(resp.headers.len() + 2),
                         ) {
                             Ok(header) => Box::new(header),
                             Err(e) => return self.fail_response_header_read(e),
