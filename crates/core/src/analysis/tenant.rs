@@ -72,7 +72,10 @@ mod tests {
             let mut h = DefaultHasher::new();
             h.write(b"tokentap-tenant");
             h.write(key);
-            assert_eq!(short_hash("k-", key), format!("k-{:012x}", h.finish() >> 16));
+            assert_eq!(
+                short_hash("k-", key),
+                format!("k-{:012x}", h.finish() >> 16)
+            );
         }
     }
 
