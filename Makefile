@@ -1,7 +1,7 @@
 # One entry point for humans and CI: `make test` is exactly what CI runs.
 CARGO ?= cargo
 
-.PHONY: all deps engine build test test-engine lint deploy-check purity deny unit it demo fuzz soak bench clean
+.PHONY: all deps engine build test test-engine lint deploy-check purity deny unit it demo fuzz soak bench clean vendor-test
 
 all: build
 
@@ -65,6 +65,11 @@ deny: deps
 	./scripts/deny.sh
 
 test: lint purity deny unit it deploy-check
+
+# The vendored pingora-core's own unit tests on the patched copy (not in
+# CI: its dev-dependencies build on the side, ~10 minutes cold).
+vendor-test:
+	./scripts/vendor-test.sh
 
 demo: deps
 	$(CARGO) run --release --locked -- demo

@@ -6,22 +6,32 @@
 # while the streams run. Writes OUT.data and OUT.txt (by binary, then the
 # top symbols by self time). Needs perf and two or more CPUs.
 #   scripts/profile-streams.sh [OUT]    (default docs/profiles/s5-1024-streams)
+# With PROFILE_BIN=path, profiles that binary instead of building one (an
+# older build for a before/after pair; a release build's symbols suffice
+# for the self-time table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-docs/profiles/s5-1024-streams}"
 command -v perf >/dev/null || { echo "profile-streams: perf is not installed (apt install linux-perf)" >&2; exit 1; }
-cargo build --profile profiling --locked --bin tokentap
 cargo build --release --locked --bin tokentap
+bin="${PROFILE_BIN:-}"
+build="profiling build, $(git rev-parse --short HEAD)"
+if [ -z "$bin" ]; then
+  cargo build --profile profiling --locked --bin tokentap
+  bin=./target/profiling/tokentap
+else
+  build="$bin"
+fi
 runs="$(mktemp -d)"
 ./target/release/tokentap bench --systems tokentap --cells s5 --s5-max 1024 --rounds 1 \
-  --tokentap ./target/profiling/tokentap --out "$runs" > "$runs/results.md" 2> "$runs/bench.err" &
+  --tokentap "$bin" --out "$runs" > "$runs/results.md" 2> "$runs/bench.err" &
 bench=$!
 sleep 4
 perf record -C 1 -F 999 -g -o "$out.data" -- sleep 12 2> "$runs/perf.err"
 wait "$bench"
 {
   echo "# perf record -C 1 -F 999 -g, 12 s of tokentap bench --systems tokentap --cells s5 --s5-max 1024 --rounds 1"
-  echo "# (profiling build, $(git rev-parse --short HEAD); $(nproc) CPUs; tokentap pinned to core 1)"
+  echo "# ($build; $(nproc) CPUs; tokentap pinned to core 1)"
   echo "# CPU per event in that run: $(grep '^| tokentap' "$runs/results.md" | awk -F'|' '{print $8}') µs"
   echo "#"
   echo "# by binary:"
