@@ -124,7 +124,8 @@ async fn a_joiner_fed_the_taps_spans_attributes_as_the_process_does() {
     // edge → gw → reference gateway (20 ms of its own, one input guardrail
     // call) → engine tap → simulator; every tap's span to the joiner.
     let t = topology_with(1, false, false, &to_joiner(&j));
-    let (mut worst, mut own_err): (f64, f64) = (0.0, 0.0);
+    let mut worst: f64 = 0.0;
+    let (mut own_legs, mut guard_legs_all): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
     let n = 12;
     // Warm-up requests, joined and counted but not compared with the
     // gateway's record: a cold path's first requests also open the
@@ -171,20 +172,42 @@ async fn a_joiner_fed_the_taps_spans_attributes_as_the_process_does() {
             .unwrap();
         let processing = (truth.forwarded - truth.received).as_secs_f64() - guard_truth;
         let want = processing + first_relay;
-        own_err = own_err.max((own - want).abs());
+        // Signed: the taps give the gateway the loopback legs between
+        // their observation points and its record's (through the gw and
+        // engine taps, and around the guardrail call, which the guard tap
+        // sees from inside), never less. A slip that gives the gateway
+        // less than its record (the 3 ms relay delay, the 20 ms
+        // processing or the 30 ms guardrail call on the wrong side) turns
+        // these negative; one that gives it more shows in the median.
+        let legs = own - want;
+        let guard_legs = guard_truth - guard.exposed.as_secs_f64();
         assert!(
-            (own - want).abs() < 0.002,
-            "{id}: the gateway's own time {:.2} ms vs its record's {:.2} ms",
+            (-0.000_2..0.010).contains(&legs) && (-0.000_2..0.010).contains(&guard_legs),
+            "{id}: the gateway's own time {:.2} ms vs its record's {:.2} ms; guardrail {:.2} ms vs {:.2} ms",
             ms(own),
-            ms(want)
-        );
-        assert!(
-            (guard.exposed.as_secs_f64() - guard_truth).abs() < 0.002,
-            "{id}: guardrail {:.2} ms vs {:.2} ms",
+            ms(want),
             ms(guard.exposed.as_secs_f64()),
             ms(guard_truth)
         );
+        own_legs.push(legs);
+        guard_legs_all.push(guard_legs);
     }
+    // The legs themselves, as a median: four passes through a tap and two
+    // around the guardrail call, 1.0–2.0 ms on the slow 2-vCPU host of
+    // the sixth session (a host stall adds milliseconds to single
+    // requests, not to the median).
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (own_p50, guard_p50) = (median(&mut own_legs), median(&mut guard_legs_all));
+    let own_worst = own_legs.last().copied().unwrap_or(0.0);
+    assert!(
+        own_p50 < 0.003 && guard_p50 < 0.002,
+        "median legs given to the gateway {:.2} ms, around its guardrail call {:.2} ms (over {n})",
+        ms(own_p50),
+        ms(guard_p50)
+    );
     let scrape = String::from_utf8(j.metrics.prom.encode()).unwrap();
     for needle in [
         format!("tokentap_boundary_overhead_seconds_count{{inner=\"engine\",outer=\"gw\",phase=\"ttft\"}} {}", n + warm),
@@ -199,9 +222,10 @@ async fn a_joiner_fed_the_taps_spans_attributes_as_the_process_does() {
         "the joiner gives no request path (it needs one clock)"
     );
     println!(
-        "joiner vs the process's correlator, {n} requests through four taps: every clock-free figure within {:.3} ms; the gateway's own time and its guardrail call within {:.3} ms of its record",
+        "joiner vs the process's correlator, {n} requests through four taps: every clock-free figure within {:.3} ms; the gateway given its record plus {:.3} ms of legs at the median, {:.3} ms at worst",
         ms(worst),
-        ms(own_err)
+        ms(own_p50),
+        ms(own_worst)
     );
 }
 
