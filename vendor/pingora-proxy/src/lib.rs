@@ -51,7 +51,7 @@ use std::sync::{
     Arc,
 };
 use std::task::Poll;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, Notify};
 use tokio::time;
 
@@ -618,6 +618,10 @@ pub struct Session {
     downstream_task_seen_upgraded: bool,
     /// Upstream write pending time. Set by proxy layer (HTTP/1.x only).
     upstream_write_pending_time: Duration,
+    /// When the kernel received the upstream bytes of the response task
+    /// being filtered. Set by the direct HTTP/1 relay when the peer asked
+    /// for receive timestamps (`PeerOptions::rx_timestamp`).
+    upstream_rx_timestamp: Option<SystemTime>,
     /// Flag that is set when the shutdown process has begun.
     shutdown_flag: Arc<AtomicBool>,
 }
@@ -646,6 +650,7 @@ impl Session {
             upstream_body_bytes_sent: None,
             downstream_task_seen_upgraded: false,
             upstream_write_pending_time: Duration::ZERO,
+            upstream_rx_timestamp: None,
             shutdown_flag,
         }
     }
@@ -975,6 +980,21 @@ impl Session {
     /// Set the upstream write pending time. Intended for internal use by proxy layer.
     pub(crate) fn set_upstream_write_pending_time(&mut self, d: Duration) {
         self.upstream_write_pending_time = d;
+    }
+
+    /// When the kernel received the upstream bytes of the response task
+    /// now in the upstream filters (`upstream_response_filter`,
+    /// `upstream_response_body_filter`): `None` unless the peer set
+    /// `PeerOptions::rx_timestamp` and the request takes the direct HTTP/1
+    /// relay. A task pingora held from an earlier read carries that read's
+    /// time: the time its bytes arrived.
+    pub fn upstream_rx_timestamp(&self) -> Option<SystemTime> {
+        self.upstream_rx_timestamp
+    }
+
+    /// Set by the proxy layer before an upstream response task is filtered.
+    pub(crate) fn set_upstream_rx_timestamp(&mut self, t: Option<SystemTime>) {
+        self.upstream_rx_timestamp = t;
     }
 
     /// Is the proxy process in the process of shutting down (e.g. due to graceful upgrade)?

@@ -170,6 +170,11 @@ where
                     // cancel-safe: the `select!` above races it), so
                     // nothing waits for the network.
                     while let Some(next) = res.take() {
+                        // The read that brought this task (or the last
+                        // one, for a task pingora held from it).
+                        session.set_upstream_rx_timestamp(
+                            client_session.stream().get_rx_timestamp(),
+                        );
                         let task = match next {
                             Ok(task) => task,
                             Err(e) => {

@@ -229,6 +229,10 @@ where
         stream.set_keepalive(ka)?;
     }
     stream.set_nodelay()?;
+    #[cfg(target_os = "linux")]
+    if peer.get_peer_options().is_some_and(|o| o.rx_timestamp) {
+        stream.set_rx_timestamp()?;
+    }
 
     #[cfg(unix)]
     let digest = SocketDigest::from_raw_fd(stream.as_raw_fd());

@@ -241,6 +241,11 @@ pub trait GetTimingDigest {
     fn get_write_pending_time(&self) -> Duration {
         Duration::ZERO
     }
+    /// When the kernel received the bytes of the last read (`SO_TIMESTAMPING`,
+    /// software receive stamps), where the stream was set to take them.
+    fn get_rx_timestamp(&self) -> Option<SystemTime> {
+        None
+    }
 }
 
 /// The interface to set or return proxy information

@@ -551,6 +551,10 @@ pub struct PeerOptions {
     pub second_keyshare: bool,
     /// whether to enable TCP fast open
     pub tcp_fast_open: bool,
+    /// Take the kernel's software receive timestamp of every read on new
+    /// TCP connections (`SO_TIMESTAMPING`, Linux): `get_rx_timestamp()` on
+    /// the stream, `Session::upstream_rx_timestamp()` in the proxy.
+    pub rx_timestamp: bool,
     /// use Arc because Clone is required but not allowed in trait object
     pub tracer: Option<Tracer>,
     /// A custom L4 connector to use to establish new L4 connections
@@ -605,6 +609,7 @@ impl PeerOptions {
             curves: None,
             second_keyshare: true, // default true and noop when not using PQ curves
             tcp_fast_open: false,
+            rx_timestamp: false,
             tracer: None,
             custom_l4: None,
             upstream_tcp_sock_tweak_hook: None,

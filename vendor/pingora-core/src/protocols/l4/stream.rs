@@ -779,6 +779,13 @@ impl GetTimingDigest for Stream {
     fn get_write_pending_time(&self) -> Duration {
         self.write_pending_time.total
     }
+
+    fn get_rx_timestamp(&self) -> Option<SystemTime> {
+        match &self.stream.as_ref()?.get_ref().stream {
+            RawStream::Virtual(v) => v.socket.rx_timestamp(),
+            _ => self.rx_ts,
+        }
+    }
 }
 
 impl GetProxyDigest for Stream {

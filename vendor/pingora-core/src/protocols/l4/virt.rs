@@ -21,6 +21,12 @@ pub enum VirtualSockOpt {
 pub trait VirtualSocket: AsyncRead + AsyncWrite + Unpin + Send + Sync + std::fmt::Debug {
     /// Set a socket option.
     fn set_socket_option(&self, opt: VirtualSockOpt) -> std::io::Result<()>;
+
+    /// When the bytes of the last read arrived, if the socket knows
+    /// (`Stream::get_rx_timestamp` asks it for a virtual stream).
+    fn rx_timestamp(&self) -> Option<std::time::SystemTime> {
+        None
+    }
 }
 
 /// Wrapper around any type implementing  [`VirtualSocket`].

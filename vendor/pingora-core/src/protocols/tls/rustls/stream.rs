@@ -122,6 +122,10 @@ where
     fn get_write_pending_time(&self) -> Duration {
         self.tls.get_write_pending_time()
     }
+
+    fn get_rx_timestamp(&self) -> Option<SystemTime> {
+        self.tls.get_rx_timestamp()
+    }
 }
 
 impl<S> GetProxyDigest for TlsStream<S>
@@ -378,6 +382,10 @@ where
             .get_ref()
             .0
             .get_timing_digest()
+    }
+
+    fn get_rx_timestamp(&self) -> Option<SystemTime> {
+        self.stream.as_ref()?.get_ref().0.get_rx_timestamp()
     }
 }
 
