@@ -361,3 +361,126 @@ async fn recorded_engine_responses_replayed_through_a_tap() {
         }
     }
 }
+
+/// The record-log line of `id`, once the tap wrote it.
+async fn logged(path: &std::path::Path, id: &str) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let line = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v["request_id"] == id);
+        if let Some(line) = line {
+            return line;
+        }
+        assert!(Instant::now() < deadline, "no record-log line for {id}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// A tap the host stops while an event arrives (here: SIGSTOP for 400 ms,
+/// the first token arriving in the middle) reads the event late, but times
+/// it when it arrived: the kernel's receive stamp (`proxy::arrival`), not
+/// the read. Stamped at the read, its TTFT would be ~200 ms long and the
+/// gap after it ~200 ms short. Both upstream sockets: pingora's (one
+/// timeout) and tokentap's own (distinct first-byte and idle timeouts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tap_stopped_while_an_event_arrives_times_it_at_its_arrival() {
+    let _g = serial().await;
+    const ITL: Duration = Duration::from_millis(300);
+    let behind = sim(Profile {
+        ttft_ms: 300.0,
+        itl_ms: 300.0,
+        itl_jitter_ms: 0.0,
+        output_tokens: 3,
+        ..Profile::default()
+    });
+    let dir = std::env::temp_dir().join(format!("tokentap-stopped-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sockets = [
+        ("pingora", ""),
+        (
+            "timed",
+            "    timeouts:\n      first_byte_seconds: 30\n      idle_seconds: 20\n",
+        ),
+    ];
+    for (socket, timeouts) in sockets {
+        let log = dir.join(format!("{socket}.jsonl"));
+        let _ = std::fs::remove_file(&log);
+        let extra = format!("    record_log:\n      path: {}\n{timeouts}", log.display());
+        let (proc, tap, _admin) = crate::process::run_tokentap(behind.addr, &extra).await;
+        let pid = proc.0.id();
+        let id = format!("stopped-{socket}");
+        let client = {
+            let id = id.clone();
+            tokio::spawn(async move {
+                let headers = [
+                    ("content-type", "application/json"),
+                    ("x-request-id", id.as_str()),
+                ];
+                post(tap, &headers, &chat(true, false)).await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        signal(pid, "-STOP");
+        let stopped = Instant::now();
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let resumed = Instant::now();
+        signal(pid, "-CONT");
+        let resp = client.await.unwrap();
+        assert!(resp.complete, "{socket}: the stream arrives whole");
+        let truth = behind
+            .truth
+            .wait_for(&id, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let sends = truth.token_times();
+        assert_eq!(sends.len(), 3);
+        // The premise: the first token reached the tap while it was stopped.
+        assert!(
+            stopped < sends[0] && sends[0] + Duration::from_millis(50) < resumed,
+            "{socket}: the first token was not sent while the tap was stopped (host too slow to stage it)"
+        );
+        let line = logged(&log, &id).await;
+        let ttft = Duration::from_secs_f64(line["ttft_ms"].as_f64().unwrap() / 1e3);
+        let gap = Duration::from_secs_f64(line["gaps_ms"][0].as_f64().unwrap() / 1e3);
+        let truth_ttft = sends[0] - truth.received;
+        let truth_gap = sends[1] - sends[0];
+        println!(
+            "{socket}: stopped {:.1} ms, first token sent {:.1} ms before the tap resumed; TTFT {:.3} ms (simulator's {:.3} ms), first gap {:.3} ms (sent {:.3} ms)",
+            ms(resumed - stopped),
+            ms(resumed - sends[0]),
+            ms(ttft),
+            ms(truth_ttft),
+            ms(gap),
+            ms(truth_gap)
+        );
+        // The tap's TTFT adds the request's way to the simulator (a fresh
+        // connection: well under 10 ms), never the 50+ ms the tap was
+        // stopped after the token arrived.
+        assert!(
+            ttft + Duration::from_millis(1) >= truth_ttft && ttft < truth_ttft + PATHOLOGY,
+            "{socket}: TTFT {:.3} ms, the simulator's {:.3} ms",
+            ms(ttft),
+            ms(truth_ttft)
+        );
+        assert!(
+            gap.abs_diff(truth_gap) < PATHOLOGY,
+            "{socket}: first gap {:.3} ms, sent {:.3} ms apart",
+            ms(gap),
+            ms(truth_gap)
+        );
+        assert!(truth_gap >= ITL - Duration::from_millis(1));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

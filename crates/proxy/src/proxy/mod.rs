@@ -14,9 +14,10 @@
 //! (path, request id) → `request_filter` (usage injection) →
 //! `upstream_peer` → `upstream_request_filter` →
 //! `request_body_filter`* → `upstream_response_filter` (TTFB) →
-//! `upstream_response_body_filter`* (every chunk: one clock read, decode) →
+//! `upstream_response_body_filter`* (every chunk: its arrival, decode) →
 //! `logging` (close the record, emit it).
 
+mod arrival;
 mod ctx;
 pub mod errors;
 mod headers;
@@ -228,14 +229,14 @@ impl ProxyHttp for TapProxy {
 
     async fn upstream_response_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         resp: &mut ResponseHeader,
         ctx: &mut Self::CTX,
     ) -> Result<()> {
         if resp.status.is_informational() || !ctx.measure {
             return Ok(());
         }
-        let now = Instant::now();
+        let now = arrival::arrival_now(session.upstream_rx_timestamp(), ctx.meter.started());
         ctx.collect_request().await;
         let h = &resp.headers;
         let sse = || {
@@ -257,7 +258,7 @@ impl ProxyHttp for TapProxy {
 
     fn upstream_response_body_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         body: &mut Option<Bytes>,
         end_of_stream: bool,
         ctx: &mut Self::CTX,
@@ -265,7 +266,7 @@ impl ProxyHttp for TapProxy {
         if !ctx.measure {
             return Ok(None);
         }
-        let now = Instant::now();
+        let now = arrival::arrival_now(session.upstream_rx_timestamp(), ctx.meter.started());
         if let Some(piece) = body.as_deref().filter(|b| !b.is_empty()) {
             ctx.response_body(now, piece);
         }

@@ -218,6 +218,9 @@ fn peer_template(cfg: &TapConfig) -> HttpPeer {
     p.options.connection_timeout = Some(t.connect);
     p.options.total_connection_timeout = Some(t.connect.saturating_mul(2));
     p.options.idle_timeout = Some(UPSTREAM_POOL_IDLE);
+    // Events are timed by their arrival in the kernel, not by when this
+    // tap read them (`proxy::arrival`).
+    p.options.rx_timestamp = true;
     if t.first_byte == t.idle {
         // One per-read limit: pingora's own, and its connection pool works.
         p.options.read_timeout = Some(t.idle);

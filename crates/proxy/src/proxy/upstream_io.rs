@@ -88,17 +88,54 @@ pub struct TimedSocket {
     /// Armed while a read is pending; allocated once per connection.
     deadline: Pin<Box<Sleep>>,
     armed: bool,
+    /// Reads go through `recvmsg` for the kernel's receive stamp
+    /// (`arrival`); false where that was refused.
+    stamped: bool,
+    /// Control-message room for the stamp (empty when not `stamped`).
+    cmsg: Vec<u8>,
+    /// The stamp of the last read that had one.
+    rx: Option<std::time::SystemTime>,
 }
 
 impl TimedSocket {
     pub fn new(inner: TcpStream, timeouts: Timeouts) -> Self {
+        #[cfg(target_os = "linux")]
+        let stamped = super::arrival::enable(&inner);
+        #[cfg(not(target_os = "linux"))]
+        let stamped = false;
+        #[cfg(target_os = "linux")]
+        let cmsg = if stamped {
+            super::arrival::cmsg_space()
+        } else {
+            Vec::new()
+        };
+        #[cfg(not(target_os = "linux"))]
+        let cmsg = Vec::new();
         TimedSocket {
             inner,
             timeouts,
             awaiting_first_byte: true,
             deadline: Box::pin(tokio::time::sleep(timeouts.first_byte)),
             armed: false,
+            stamped,
+            cmsg,
+            rx: None,
         }
+    }
+
+    /// One read: stamped (`recvmsg`) when the kernel agreed to stamp.
+    fn read_once(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        #[cfg(target_os = "linux")]
+        if self.stamped {
+            return super::arrival::read_stamped(&self.inner, &mut self.cmsg, cx, buf).map_ok(
+                |stamp| {
+                    if stamp.is_some() {
+                        self.rx = stamp;
+                    }
+                },
+            );
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
 
@@ -116,6 +153,10 @@ impl VirtualSocket for TimedSocket {
             _ => Ok(()),
         }
     }
+
+    fn rx_timestamp(&self) -> Option<std::time::SystemTime> {
+        self.rx
+    }
 }
 
 impl AsyncRead for TimedSocket {
@@ -126,7 +167,7 @@ impl AsyncRead for TimedSocket {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let before = buf.filled().len();
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+        match this.read_once(cx, buf) {
             Poll::Ready(r) => {
                 if r.is_ok() && buf.filled().len() > before {
                     this.awaiting_first_byte = false;
