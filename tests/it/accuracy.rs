@@ -397,7 +397,6 @@ fn signal(pid: u32, sig: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tap_stopped_while_an_event_arrives_times_it_at_its_arrival() {
     let _g = serial().await;
-    const ITL: Duration = Duration::from_millis(300);
     let behind = sim(Profile {
         ttft_ms: 300.0,
         itl_ms: 300.0,
@@ -480,7 +479,6 @@ async fn a_tap_stopped_while_an_event_arrives_times_it_at_its_arrival() {
             ms(gap),
             ms(truth_gap)
         );
-        assert!(truth_gap >= ITL - Duration::from_millis(1));
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

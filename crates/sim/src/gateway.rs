@@ -98,8 +98,8 @@ pub struct GatewayTruth {
     pub input_guards: Vec<(Instant, Instant)>,
     /// Just before the engine request was sent.
     pub forwarded: Instant,
-    /// (bytes from the engine read, the same bytes written on, whether they
-    /// carried a token).
+    /// (bytes from the engine read, the same bytes handed to the write
+    /// on — the clock read just before it —, whether they carried a token).
     pub relays: Vec<(Instant, Instant, bool)>,
     pub output_guard: Option<(Instant, Instant)>,
 }
@@ -399,10 +399,13 @@ async fn handle(
                 Piece::Data(_, bytes) if buffered => held.push(chunk(&bytes)),
                 Piece::Data(at, bytes) => {
                     sleep_until_exactly(at + relay_delay).await;
+                    // Sent when handed to the kernel (before the write: the
+                    // write wakes the reader, which may run first).
+                    let sent = Instant::now();
                     wr.write_all(&chunk(&bytes)).await?;
                     let token = bytes.windows(11).any(|w| w == b"\"content\":\"")
                         && !bytes.windows(12).any(|w| w == b"\"content\":\"\"");
-                    relays.push((at, Instant::now(), token));
+                    relays.push((at, sent, token));
                 }
             }
         }

@@ -420,12 +420,16 @@ where
         }
         match &step.action {
             Action::Write(bytes) => {
+                // Sent when handed to the kernel: taken before the write,
+                // as the write wakes the reader and the scheduler may run
+                // it (and others) before this task takes a clock reading.
+                let sent = Instant::now();
                 if wr.write_all(bytes).await.is_err() || wr.flush().await.is_err() {
                     truth.peer_closed_at(Instant::now());
                     return After::Close;
                 }
                 if let Some(mark) = step.mark {
-                    truth.mark(mark, Instant::now(), step.tokens);
+                    truth.mark(mark, sent, step.tokens);
                 }
             }
             Action::Reset => {

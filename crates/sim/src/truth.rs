@@ -18,6 +18,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 #[derive(Debug, Clone, Serialize)]
 pub struct TruthEvent {
     pub mark: Mark,
+    /// For a write, the moment it was handed to the kernel (the clock read
+    /// just before the write).
     #[serde(skip)]
     pub at: Instant,
     /// Milliseconds since the request was received.
