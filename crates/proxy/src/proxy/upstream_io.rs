@@ -93,7 +93,7 @@ pub struct TimedSocket {
     stamped: bool,
     /// Control-message room for the stamp (empty when not `stamped`).
     cmsg: Vec<u8>,
-    /// The stamp of the last read that had one.
+    /// The stamp of the last read (`None` when it had none).
     rx: Option<std::time::SystemTime>,
 }
 
@@ -127,13 +127,9 @@ impl TimedSocket {
     fn read_once(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         #[cfg(target_os = "linux")]
         if self.stamped {
-            return super::arrival::read_stamped(&self.inner, &mut self.cmsg, cx, buf).map_ok(
-                |stamp| {
-                    if stamp.is_some() {
-                        self.rx = stamp;
-                    }
-                },
-            );
+            // A read without a stamp gets none: never the last one's.
+            return super::arrival::read_stamped(&self.inner, &mut self.cmsg, cx, buf)
+                .map_ok(|stamp| self.rx = stamp);
         }
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }

@@ -255,6 +255,9 @@ impl AsyncRead for RawStreamWrapper {
                         .map_err(|errno| errno.into())
                     }) {
                         Ok(r) => {
+                            // A read without a stamp must not pass for the
+                            // last one's time.
+                            rs_wrapper.rx_ts = None;
                             if let Some(ControlMessageOwned::ScmTimestampsns(rtime)) = r
                                 .cmsgs()?
                                 .find(|i| matches!(i, ControlMessageOwned::ScmTimestampsns(_)))
