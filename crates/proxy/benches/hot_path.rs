@@ -1,5 +1,6 @@
 //! Criterion micro-benchmarks of the per-chunk path, in ns per event:
-//! the SSE decoder with the OpenAI classifier, and the whole recording path
+//! the SSE decoder with the OpenAI classifier (alone and with a stream's
+//! `Shape`, as the Meter classifies), and the whole recording path
 //! (`Meter::response_body` into a `TapSink` with real Prometheus
 //! histograms), also with a tiktoken estimate of every event's text
 //! (`estimate_tokens`); and the whole measuring of one non-streamed request
@@ -13,7 +14,9 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughpu
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
+use tokentap_core::decode::dialect::Dialect;
 use tokentap_core::decode::openai;
+use tokentap_core::decode::shape::Shape;
 use tokentap_core::decode::sse::{SseDecoder, SseItem, SseLimits};
 use tokentap_core::decode::tokens::{Estimator, Tokenizer};
 use tokentap_core::record::{Meter, MeterLimits, TransportEnd};
@@ -83,6 +86,15 @@ fn decode(c: &mut Criterion) {
         b.iter(|| {
             for d in &datas {
                 let _ = black_box(openai::classify_event(b"", black_box(d)));
+            }
+        })
+    });
+    // As the Meter classifies: one stream's events against its shape.
+    g.bench_function("classify with the stream's shape per event", |b| {
+        b.iter(|| {
+            let mut shape = Shape::default();
+            for d in &datas {
+                let _ = black_box(shape.classify(Dialect::OpenAi, b"", black_box(d)));
             }
         })
     });

@@ -25,19 +25,33 @@ use std::marker::PhantomData;
 
 /// Classifies the data of one SSE event (`event` is its SSE event type).
 pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'a>, Malformed> {
+    classify_event_with_pad(event, data).map(|(s, _)| s)
+}
+
+/// `classify_event`, also saying where the random padding is (OpenAI's
+/// `obfuscation`, Mistral's `p`; for `shape`: it differs in every event and
+/// means nothing).
+pub fn classify_event_with_pad<'a>(
+    event: &[u8],
+    data: &'a [u8],
+) -> Result<(EventSummary<'a>, Option<&'a RawValue>), Malformed> {
     if data.trim_ascii() == b"[DONE]" {
-        return Ok(summary(EventKind::Done));
+        return Ok((summary(EventKind::Done), None));
     }
-    let mut s = classify_json(data)?;
+    let (mut s, pad) = classify_view(data)?;
     if event == b"error" {
         s.kind = EventKind::Error;
     }
-    Ok(s)
+    Ok((s, pad))
 }
 
 /// Classifies a JSON object: a stream chunk or a whole non-streaming body
 /// (`message` is read like `delta`).
 pub fn classify_json(data: &[u8]) -> Result<EventSummary<'_>, Malformed> {
+    classify_view(data).map(|(s, _)| s)
+}
+
+fn classify_view(data: &[u8]) -> Result<(EventSummary<'_>, Option<&RawValue>), Malformed> {
     let view: ChunkView<'_> = serde_json::from_slice(data).map_err(|_| Malformed)?;
     let choices = view.choices.unwrap_or_default();
     // The standard field first; a vendor's extension only in its absence.
@@ -62,7 +76,7 @@ pub fn classify_json(data: &[u8]) -> Result<EventSummary<'_>, Malformed> {
     } else {
         EventKind::Empty
     };
-    Ok(EventSummary {
+    let s = EventSummary {
         kind,
         token_choices: choices.token,
         output: choices.output,
@@ -72,7 +86,8 @@ pub fn classify_json(data: &[u8]) -> Result<EventSummary<'_>, Malformed> {
         model: view.model,
         engine: None,
         text: choices.text,
-    })
+    };
+    Ok((s, view.obfuscation.or(view.p)))
 }
 
 #[derive(Deserialize)]
@@ -88,6 +103,12 @@ struct ChunkView<'a> {
     x_groq: Option<VendorView>,
     #[serde(default)]
     error: Option<IgnoredAny>,
+    /// OpenAI's random padding (2025): only where it is, for `shape`.
+    #[serde(borrow, default)]
+    obfuscation: Option<&'a RawValue>,
+    /// Mistral's (`p`), the same.
+    #[serde(borrow, default)]
+    p: Option<&'a RawValue>,
 }
 
 /// A vendor's extension object that may carry an OpenAI-shaped `usage`.

@@ -14,6 +14,7 @@ use crate::decode::event::Usage;
 use crate::decode::inflate::{ContentEncoding, Inflater};
 use crate::decode::ndjson::NdjsonDecoder;
 use crate::decode::request::{self, RequestInfo};
+use crate::decode::shape::Shape;
 use crate::decode::sse::{SseDecoder, SseLimits};
 use crate::decode::tokens::Estimator;
 use crate::decode::{verdict, BodyKind, Operation};
@@ -175,6 +176,7 @@ impl Meter {
                 measure_error: None,
                 detected: None,
                 usage_from_extension: false,
+                shape: Shape::default(),
             },
         }
     }

@@ -9,6 +9,7 @@ use crate::decode::dialect::Dialect;
 use crate::decode::event;
 use crate::decode::event::{EngineTiming, EventKind, EventSummary, FinishReason, Usage};
 use crate::decode::request::{self, MAX_MODEL_BYTES};
+use crate::decode::shape::Shape;
 use crate::decode::sse::SseItem;
 use crate::decode::tokens::Estimator;
 use crate::decode::Operation;
@@ -48,6 +49,8 @@ pub(super) struct StreamState {
     pub(super) detected: Option<(Dialect, Operation)>,
     /// Some usage came from a vendor's extension (`x_groq.usage`).
     pub(super) usage_from_extension: bool,
+    /// The last token event, so that the next ones need not be parsed.
+    pub(super) shape: Shape,
 }
 
 impl StreamState {
@@ -90,7 +93,7 @@ impl StreamState {
         }) else {
             return; // not (yet) known to be an LLM stream
         };
-        let s = match dialect.classify_event(event, data) {
+        let s = match self.shape.classify(dialect, event, data) {
             Ok(s) => s,
             Err(_) => {
                 self.fail(MeasureError::InvalidJsonEvent);

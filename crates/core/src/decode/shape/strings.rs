@@ -1,0 +1,41 @@
+//! Where a JSON string value lies in an event's bytes, and whether a new
+//! interior can stand in it as it is: the byte-level checks `Shape` rests
+//! on. Owns nothing else; never parses.
+
+use serde_json::value::RawValue;
+use std::ops::Range;
+
+/// The length of a string's interior at the start of `rest`, up to its
+/// closing quote, if it has only the one-letter escapes (`\n`, `\"`, …);
+/// `\u` escapes (surrogates have rules of their own) are left to the parser.
+pub(super) fn string_len(rest: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    loop {
+        at += memchr::memchr2(b'"', b'\\', rest.get(at..)?)?;
+        match (rest.get(at), rest.get(at + 1)) {
+            (Some(b'"'), _) => return Some(at),
+            (Some(b'\\'), Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't')) => at += 2,
+            _ => return None,
+        }
+    }
+}
+
+/// A string's interior may be copied between events as it is: no control
+/// character, and valid UTF-8 (quotes and escapes: `string_len`).
+pub(super) fn clean(value: &[u8]) -> bool {
+    value.iter().all(|&b| b >= 0x20) && std::str::from_utf8(value).is_ok()
+}
+
+/// Where `part` (a sub-slice of `data`) lies in `data`.
+pub(super) fn within(data: &[u8], part: &[u8]) -> Option<Range<usize>> {
+    let start = (part.as_ptr() as usize).checked_sub(data.as_ptr() as usize)?;
+    let end = start.checked_add(part.len())?;
+    (end <= data.len()).then_some(start..end)
+}
+
+/// The interior of a raw string value inside `data` (`None` for any other value).
+pub(super) fn interior(data: &[u8], raw: &RawValue) -> Option<Range<usize>> {
+    let r = within(data, raw.get().as_bytes())?;
+    let quoted = raw.get().len() >= 2 && raw.get().starts_with('"') && raw.get().ends_with('"');
+    quoted.then_some(r.start + 1..r.end - 1)
+}

@@ -1,0 +1,254 @@
+//! `Shape` must say exactly what `openai::classify_event` says, event by
+//! event: over every captured stream, over generated streams whose texts
+//! hold quotes, escapes, control characters and broken UTF-8, and over
+//! events mutated byte by byte. And it must match where it should: most
+//! token events of a real stream are classified without a parse.
+
+use super::*;
+use crate::decode::event::EventSummary;
+use crate::decode::sse::{SseDecoder, SseItem, SseLimits};
+use proptest::prelude::*;
+use std::path::Path;
+
+/// Everything a summary says, comparable.
+fn said(s: &Result<EventSummary<'_>, Malformed>) -> String {
+    match s {
+        Ok(s) => format!(
+            "{:?} {} {:?} {} {:?} {:?} {:?} {:?} {:?}",
+            s.kind,
+            s.token_choices,
+            s.output,
+            s.visible,
+            s.finish,
+            s.usage,
+            s.model.map(RawValue::get),
+            s.engine,
+            s.text.map(RawValue::get)
+        ),
+        Err(_) => "malformed".to_owned(),
+    }
+}
+
+/// Classifies `event` both ways; panics where they differ; true if the
+/// shape matched (no parse).
+fn check(shape: &mut Shape, event: &[u8], data: &[u8]) -> bool {
+    let hit = event.is_empty() && shape.matched(data).is_some();
+    let want = openai::classify_event(event, data);
+    let got = shape.classify(Dialect::OpenAi, event, data);
+    assert_eq!(
+        said(&got),
+        said(&want),
+        "shape and classifier differ on {:?}",
+        String::from_utf8_lossy(data)
+    );
+    hit
+}
+
+fn events(body: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut d = SseDecoder::new(SseLimits {
+        max_line_bytes: 1 << 20,
+        max_event_bytes: 1 << 20,
+    });
+    let mut out = Vec::new();
+    d.feed(body, &mut |item| {
+        if let SseItem::Event { event, data } = item {
+            out.push((event.to_vec(), data.to_vec()));
+        }
+    })
+    .unwrap();
+    out
+}
+
+#[test]
+fn every_captured_openai_stream_is_classified_as_the_classifier_does() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/captured");
+    let mut streams = 0;
+    let mut hits = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.join("meta.json").exists() {
+            continue;
+        }
+        let meta: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(path.join("meta.json")).unwrap()).unwrap();
+        let openai = matches!(
+            meta["dialect"].as_str(),
+            Some("openai-chat" | "openai-completions")
+        );
+        if !openai || meta["streaming"] != true {
+            continue;
+        }
+        streams += 1;
+        let mut shape = Shape::default();
+        let (mut hit, mut tokens) = (0, 0);
+        for (event, data) in events(&std::fs::read(path.join("body.bin")).unwrap()) {
+            hit += usize::from(check(&mut shape, &event, &data));
+            let kind = openai::classify_event(&event, &data).map(|s| s.kind);
+            tokens += usize::from(kind == Ok(EventKind::Token));
+        }
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        hits.insert(name, (hit, tokens));
+    }
+    eprintln!("(matched, token events) per stream: {hits:?}");
+    assert!(streams >= 12, "{streams} OpenAI streams in {dir:?}");
+    // Streams whose token events differ only in their text and padding:
+    // all but the first of them (and those with a \u escape or a
+    // different shape) skip the parse.
+    for name in [
+        "openai-chat-gpt4omini-text-include-usage",
+        "openai-chat-gpt5-reasoning-moderation",
+        "vllm-opt125m-chat",
+        "vllm-opt125m-completions",
+        "deepseek-reasoner-reasoning-content",
+        "tgi-hf-router-llama31-chat",
+        "mistral-tiny-usage-padding",
+        "groq-llama3-x-groq-usage",
+        "openai-completions-davinci002",
+    ] {
+        let (hit, tokens) = hits[name];
+        assert!(
+            tokens >= 2 && hit * 10 >= (tokens - 1) * 7,
+            "{name}: {hit} of {tokens} token events matched the shape ({hits:?})"
+        );
+    }
+}
+
+/// An OpenAI chat chunk (or a completions one) around a raw text.
+fn chunk(text: &str, pad: Option<&str>, completions: bool, model: &str) -> Vec<u8> {
+    chunk_with(text, pad.map(|p| ("obfuscation", p)), completions, model)
+}
+
+fn chunk_with(text: &str, pad: Option<(&str, &str)>, completions: bool, model: &str) -> Vec<u8> {
+    let choice = if completions {
+        format!(r#"{{"text":"{text}","index":0,"logprobs":null,"finish_reason":null}}"#)
+    } else {
+        format!(
+            r#"{{"index":0,"delta":{{"content":"{text}"}},"logprobs":null,"finish_reason":null}}"#
+        )
+    };
+    let pad = pad
+        .map(|(k, p)| format!(r#","{k}":"{p}""#))
+        .unwrap_or_default();
+    // Where the model stands: before the holes (every real stream), after
+    // the text, after both.
+    match model.strip_prefix('>') {
+        Some(m) if pad.is_empty() => format!(r#"{{"choices":[{choice}],"model":{m}}}"#),
+        Some(m) => format!(r#"{{"choices":[{choice}],"model":{m}{pad},"model2":{m}}}"#),
+        None => format!(
+            r#"{{"id":"c-1","object":"x","created":1,"model":{model},"choices":[{choice}],"usage":null{pad}}}"#
+        ),
+    }
+    .into_bytes()
+}
+
+/// Texts as they appear between a JSON string's quotes: escaped ones,
+/// and raw ones that may not be valid JSON at all.
+fn raw_text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z ]{0,6}",
+        any::<String>().prop_map(|s| {
+            let q = serde_json::to_string(&s).unwrap();
+            q[1..q.len() - 1].to_owned()
+        }),
+        "[\"\\\\\\x00-\\x1fu0-9a-fD\u{e9}\u{1F600} ]{0,6}",
+        // Escape-like runs: valid, invalid and half escapes.
+        "(\\\\[u\"\\\\/bfnrtx0]|[0-9a-fA-FD]){0,8}",
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn generated_streams_are_classified_as_the_classifier_does(
+        texts in prop::collection::vec((raw_text(), prop::option::of(raw_text())), 1..12),
+        completions in any::<bool>(),
+        model in prop_oneof![
+            Just(r#""m-1""#), Just(r#""m\u002d1""#), Just("null"), Just("7"), Just(r#">"m-1""#)
+        ],
+        error_at in prop::option::of(0usize..12),
+        pad_key in prop_oneof![Just("obfuscation"), Just("p"), Just("q")],
+    ) {
+        let mut shape = Shape::default();
+        for (i, (text, pad)) in texts.iter().enumerate() {
+            let pad = pad.as_deref().map(|p| (pad_key, p));
+            let data = chunk_with(text, pad, completions, model);
+            let event: &[u8] = if error_at == Some(i) { b"error" } else { b"" };
+            check(&mut shape, event, &data);
+        }
+    }
+
+    #[test]
+    fn an_event_changed_anywhere_is_classified_as_the_classifier_does(
+        first in "[a-z]{1,4}",
+        at in any::<prop::sample::Index>(),
+        byte in prop_oneof![Just(b'"'), Just(b'\\'), Just(b'}'), Just(b','), Just(0u8), Just(0xC3), any::<u8>()],
+        insert in any::<bool>(),
+        pad in any::<bool>(),
+    ) {
+        let pad = pad.then_some("pad");
+        let mut shape = Shape::default();
+        check(&mut shape, b"", &chunk(&first, pad, false, r#""m""#));
+        let mut next = chunk("next", pad, false, r#""m""#);
+        let i = at.index(next.len());
+        if insert { next.insert(i, byte) } else { next[i] = byte }
+        check(&mut shape, b"", &next);
+        // Back to the unchanged shape: learned again once, then matched.
+        check(&mut shape, b"", &chunk("again", pad, false, r#""m""#));
+        prop_assert!(check(&mut shape, b"", &chunk("more", pad, false, r#""m""#)));
+    }
+}
+
+#[test]
+fn what_is_not_a_plain_token_event_is_never_matched() {
+    let mut shape = Shape::default();
+    check(&mut shape, b"", &chunk("a", Some("xy"), false, r#""m""#));
+    assert!(check(
+        &mut shape,
+        b"",
+        &chunk("b c", Some(""), false, r#""m""#)
+    ));
+    // An empty text is no token: parsed, and found to be Empty.
+    assert!(!check(
+        &mut shape,
+        b"",
+        &chunk("", Some("xy"), false, r#""m""#)
+    ));
+    // A finish, usage, an escape, a longer model: parsed.
+    let finish = br#"{"id":"c-1","object":"x","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"a"},"logprobs":null,"finish_reason":"stop"}],"usage":null,"obfuscation":"xy"}"#;
+    assert!(!check(&mut shape, b"", finish));
+    // One-letter escapes match; a \u escape is parsed.
+    assert!(check(
+        &mut shape,
+        b"",
+        &chunk(r#"a\nb\"\\"#, Some("xy"), false, r#""m""#)
+    ));
+    assert!(!check(
+        &mut shape,
+        b"",
+        &chunk(r"a\u00e9", Some("xy"), false, r#""m""#)
+    ));
+    assert!(!check(
+        &mut shape,
+        b"",
+        &chunk("a", Some("xy"), false, r#""mm""#)
+    ));
+    // The finish event did not replace the shape; the last token event did.
+    assert!(check(
+        &mut shape,
+        b"",
+        &chunk("z", Some("q"), false, r#""mm""#)
+    ));
+    assert!(!check(&mut shape, b"", b"[DONE]"));
+    // An event type other than the default is always parsed.
+    assert!(!check(
+        &mut shape,
+        b"error",
+        &chunk("z", Some("q"), false, r#""mm""#)
+    ));
+    // Too long to keep: never a shape.
+    let mut long = Shape::default();
+    let big = "x".repeat(MAX_SHAPE_BYTES);
+    check(&mut long, b"", &chunk(&big, None, false, r#""m""#));
+    assert!(!check(&mut long, b"", &chunk(&big, None, false, r#""m""#)));
+}
