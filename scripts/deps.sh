@@ -7,6 +7,7 @@
 #   nginx      a real gateway hop between two taps in the attribution tests
 #   haproxy    the coalescing middlebox of the benchmark's accuracy-cell test
 #   docker-compose  validates docker-compose.yml (`config -q` needs no engine)
+#   strace     counts a tap's system calls per streamed event (it::syscalls)
 #   chromium   headless check that the HTML report opens without console errors
 #   .venv      the official `openai`, `anthropic`, `ollama` and `huggingface_hub` Python clients for the real-client tests,
 #              `kubernetes-validate` and the Prometheus Operator's CRD models for `make deploy-check` (pip)
@@ -23,6 +24,7 @@ command -v promtool >/dev/null 2>&1 || apt_packages+=(prometheus)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_packages+=(nginx-light)
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || apt_packages+=(haproxy)
 command -v docker-compose >/dev/null 2>&1 || apt_packages+=(docker-compose)
+command -v strace >/dev/null 2>&1 || apt_packages+=(strace)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || apt_packages+=(chromium)
 if [ "${#apt_packages[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
@@ -38,7 +40,7 @@ if [ "${#apt_packages[@]}" -gt 0 ]; then
       fi
     done
   else
-    echo "deps: please install: ${apt_packages[*]} (cmake for the build; patch for make lint; promtool from Prometheus, nginx, haproxy, docker-compose and chromium for the tests)" >&2
+    echo "deps: please install: ${apt_packages[*]} (cmake for the build; patch for make lint; promtool from Prometheus, nginx, haproxy, docker-compose, strace and chromium for the tests)" >&2
     exit 1
   fi
 fi

@@ -42,4 +42,5 @@ mod sim_demo;
 mod smuggling;
 mod soak;
 mod support;
+mod syscalls;
 mod tls;

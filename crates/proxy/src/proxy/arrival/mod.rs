@@ -104,6 +104,11 @@ mod linux {
             }
             let room = buf.remaining().min(MOST);
             let target = buf.initialize_unfilled_to(room);
+            // A read shorter than the buffer drained the socket: as tokio's
+            // own poll_read does, clear the readiness then (answering
+            // WouldBlock to try_io, the result kept aside), or the next read
+            // is one more recvmsg that finds nothing.
+            let mut short = None;
             let got = tcp.try_io(Interest::READABLE, || {
                 let mut iov = [IoSliceMut::new(target)];
                 cmsg.fill(0);
@@ -122,9 +127,13 @@ mod linux {
                         _ => None,
                     })
                 });
+                if msg.bytes > 0 && msg.bytes < room {
+                    short = Some((msg.bytes, stamp));
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
                 Ok((msg.bytes, stamp))
             });
-            match got {
+            match short.map_or(got, Ok) {
                 Ok((n, stamp)) => {
                     buf.advance(n.min(room));
                     return Poll::Ready(Ok(stamp));

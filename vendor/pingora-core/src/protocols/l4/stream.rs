@@ -241,19 +241,31 @@ impl AsyncRead for RawStreamWrapper {
                         &mut *(buf.unfilled_mut() as *mut [std::mem::MaybeUninit<u8>]
                             as *mut [u8])
                     };
+                    let want = b.len();
                     let mut iov = [IoSliceMut::new(b)];
 
                     rs_wrapper.reusable_cmsg_space.fill(0);
 
-                    match s.try_io(Interest::READABLE, || {
-                        recvmsg::<SockaddrStorage>(
+                    // A read shorter than the buffer drained the socket: like
+                    // tokio's own poll_read, clear the readiness then (by
+                    // answering WouldBlock to try_io, the result kept aside),
+                    // or the next read is one more recvmsg that finds nothing.
+                    let mut short = None;
+                    let got = s.try_io(Interest::READABLE, || {
+                        let r = recvmsg::<SockaddrStorage>(
                             s.as_raw_fd(),
                             &mut iov,
                             Some(&mut rs_wrapper.reusable_cmsg_space),
                             MsgFlags::empty(),
                         )
-                        .map_err(|errno| errno.into())
-                    }) {
+                        .map_err(io::Error::from)?;
+                        if r.bytes > 0 && r.bytes < want {
+                            short = Some(r);
+                            return Err(io::ErrorKind::WouldBlock.into());
+                        }
+                        Ok(r)
+                    });
+                    match short.map_or(got, Ok) {
                         Ok(r) => {
                             // A read without a stamp must not pass for the
                             // last one's time.
