@@ -55,7 +55,8 @@ struct Said {
 }
 
 /// The last fully classified token event of one stream (see the module).
-#[derive(Debug, Default)]
+/// Its `Debug` shows no byte of the event: they hold completion text.
+#[derive(Default)]
 pub struct Shape {
     bytes: Vec<u8>,
     holes: [Hole; MAX_HOLES],
@@ -64,6 +65,16 @@ pub struct Shape {
     model: Option<Range<usize>>,
     /// `None` until a shape is learned.
     said: Option<Said>,
+}
+
+impl std::fmt::Debug for Shape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shape")
+            .field("bytes", &self.bytes.len())
+            .field("holes", &self.holes.get(..self.n_holes))
+            .field("learned", &self.said.is_some())
+            .finish()
+    }
 }
 
 impl Shape {

@@ -252,3 +252,18 @@ fn what_is_not_a_plain_token_event_is_never_matched() {
     check(&mut long, b"", &chunk(&big, None, false, r#""m""#));
     assert!(!check(&mut long, b"", &chunk(&big, None, false, r#""m""#)));
 }
+
+#[test]
+fn its_debug_shows_no_completion_text() {
+    let mut shape = Shape::default();
+    check(
+        &mut shape,
+        b"",
+        &chunk("secret words", None, false, r#""m""#),
+    );
+    let shown = format!("{shape:?}");
+    assert!(
+        shape.said.is_some() && !shown.contains("secret") && !shown.contains("115, 101"),
+        "{shown}"
+    );
+}
