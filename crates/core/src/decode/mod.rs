@@ -7,7 +7,7 @@
 //!   `anthropic`, `ollama`, `tgi`, `gemini` — each says what one event or
 //!   JSON body says, in the same `EventSummary`; `detect` names the
 //!   dialect of a response whose path names none, from its first event or
-//!   JSON body; `shape` classifies an OpenAI stream's events that repeat
+//!   JSON body; `shape` classifies an OpenAI or Anthropic stream's events that repeat
 //!   the previous token event but for its text without parsing them again.
 //! - `request`: what the client asked for (model, stream, limits).
 //! - `capped`: the capped private copy of a body.

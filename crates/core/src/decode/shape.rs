@@ -1,24 +1,26 @@
-//! A stream's repeating event shape: most events of an OpenAI-style stream
-//! are the previous token event again, byte for byte, except for the
-//! token's text (and the random padding OpenAI calls `obfuscation` and
-//! Mistral `p`). `Shape` keeps
-//! the last token event that was classified in full, with where those
-//! strings lie in it, and classifies an event that matches it around them
-//! without parsing its JSON again: the same summary, with the text (and the
-//! model) taken from the new bytes.
+//! A stream's repeating event shape: most events of an LLM stream are the
+//! previous token event again, byte for byte, except for the token's text
+//! (and the random padding OpenAI calls `obfuscation` and Mistral `p`).
+//! `Shape` keeps the last token event that was classified in full, with
+//! where those strings lie in it, and classifies an event that matches it
+//! around them without parsing its JSON again: the same summary, with the
+//! text (and the model) taken from the new bytes. For the OpenAI dialect
+//! (chat and completions, and every engine that speaks it) and Anthropic's
+//! Messages (`content_block_delta`); the others are always parsed.
 //!
 //! Owns: learning a shape from a fully classified event and matching an
 //! event against it. Does not own: what an event means (the dialects: a
-//! match only ever returns what `openai::classify_event` returns, which
-//! `shape/tests.rs` checks against it over generated streams and every
-//! captured one), timing (`record`).
+//! match only ever returns what the dialect's `classify_event` returns,
+//! which `shape/tests.rs` checks against it over generated streams and
+//! every captured one), timing (`record`).
 //!
 //! Why a match is sound: a byte string equal to a valid JSON text except
 //! inside some of its string values, where it holds no unescaped `"`, only
 //! one-letter escapes (`\n`, `\"`, …), no control character and valid
-//! UTF-8, is valid JSON with the same structure, keys and every other value. The OpenAI classifier reads the text only as
-//! a raw value and through whether it is empty (a match requires it not
-//! to be), and the padding not at all.
+//! UTF-8, is valid JSON with the same structure, keys and every other
+//! value; and the event type is the same. Both classifiers read the text
+//! only as a raw value and through whether it is empty (a match requires
+//! it not to be), and the padding not at all.
 //!
 //! Bounded: one shape per stream, at most `MAX_SHAPE_BYTES` copied once per
 //! learned event; a match is two comparisons and one scan per hole, no
@@ -29,21 +31,31 @@ use super::event::{EventKind, EventSummary, Malformed, OutputKinds};
 use super::openai;
 use serde_json::value::RawValue;
 use std::ops::Range;
-use strings::{clean, interior, string_len, within};
+use strings::{clean, interior, space_runs, spaces, string_len, within};
 
 /// Events longer than this are always parsed (real chunks are ~200–400 bytes).
 pub const MAX_SHAPE_BYTES: usize = 2048;
 
-/// At most a text and a padding.
-const MAX_HOLES: usize = 2;
+/// A text, a padding and whitespace runs; an event with more is not kept.
+const MAX_HOLES: usize = 6;
 
-/// A string value's interior that may differ from one event to the next.
+/// What may differ from one event to the next.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum HoleKind {
+    /// The token text, a string's interior (must stay non-empty).
+    #[default]
+    Text,
+    /// A padding string's interior (anything a string may hold).
+    Pad,
+    /// Whitespace between tokens (Anthropic pads with it): any amount.
+    Space,
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Hole {
     start: usize,
     end: usize,
-    /// The token text (must stay non-empty); otherwise ignored padding.
-    text: bool,
+    kind: HoleKind,
 }
 
 /// What the learned event said, that a matching event says too.
@@ -58,6 +70,9 @@ struct Said {
 /// Its `Debug` shows no byte of the event: they hold completion text.
 #[derive(Default)]
 pub struct Shape {
+    /// The dialect and SSE event type it was learned from.
+    dialect: Option<Dialect>,
+    event: Vec<u8>,
     bytes: Vec<u8>,
     holes: [Hole; MAX_HOLES],
     n_holes: usize,
@@ -70,6 +85,7 @@ pub struct Shape {
 impl std::fmt::Debug for Shape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shape")
+            .field("dialect", &self.dialect)
             .field("bytes", &self.bytes.len())
             .field("holes", &self.holes.get(..self.n_holes))
             .field("learned", &self.said.is_some())
@@ -86,14 +102,16 @@ impl Shape {
         event: &[u8],
         data: &'a [u8],
     ) -> Result<EventSummary<'a>, Malformed> {
-        if dialect != Dialect::OpenAi || !event.is_empty() {
+        if !matches!(dialect, Dialect::OpenAi | Dialect::Anthropic) {
             return dialect.classify_event(event, data);
         }
-        if let Some(s) = self.matched(data) {
-            return Ok(s);
+        if self.dialect == Some(dialect) && self.event == event {
+            if let Some(s) = self.matched(data) {
+                return Ok(s);
+            }
         }
-        let (s, pad) = openai::classify_event_with_pad(event, data)?;
-        self.learn(data, &s, pad);
+        let (s, pad) = parse(dialect, event, data)?;
+        self.learn(dialect, event, data, &s, pad);
         Ok(s)
     }
 
@@ -107,13 +125,21 @@ impl Shape {
         let mut model_base = (0, 0);
         for hole in self.holes.iter().take(self.n_holes) {
             rest = rest.strip_prefix(self.bytes.get(at..hole.start)?)?;
-            let len = string_len(rest)?;
+            let len = match hole.kind {
+                HoleKind::Space => spaces(rest),
+                _ => string_len(rest)?,
+            };
             let (value, after) = rest.split_at_checked(len)?;
-            if !clean(value) || (hole.text && value.is_empty()) {
+            let fits = match hole.kind {
+                HoleKind::Text => clean(value) && !value.is_empty(),
+                HoleKind::Pad => clean(value),
+                HoleKind::Space => true,
+            };
+            if !fits {
                 return None;
             }
             let start = data.len() - rest.len();
-            if hole.text {
+            if hole.kind == HoleKind::Text {
                 text = Some(start..start + len);
             }
             if self.model.as_ref().is_some_and(|m| m.start >= hole.end) {
@@ -155,7 +181,14 @@ impl Shape {
 
     /// Keeps `data` as the shape when it is a token event whose text is a
     /// string; otherwise keeps the shape it had.
-    fn learn(&mut self, data: &[u8], s: &EventSummary<'_>, pad: Option<&RawValue>) {
+    fn learn(
+        &mut self,
+        dialect: Dialect,
+        event: &[u8],
+        data: &[u8],
+        s: &EventSummary<'_>,
+        pad: Option<&RawValue>,
+    ) {
         if s.kind != EventKind::Token
             || s.finish.is_some()
             || s.usage.is_some()
@@ -174,27 +207,32 @@ impl Shape {
             },
             None => None,
         };
-        let text = Hole {
-            start: text.start,
-            end: text.end,
-            text: true,
+        let mut holes = [Hole::default(); MAX_HOLES];
+        let mut n_holes = 0;
+        let strings = [
+            (Some(text), HoleKind::Text),
+            (pad.and_then(|p| interior(data, p)), HoleKind::Pad),
+        ];
+        let spaces = space_runs(data).map(|r| (Some(r), HoleKind::Space));
+        for (range, kind) in strings.into_iter().chain(spaces) {
+            let Some(r) = range else { continue };
+            let Some(slot) = holes.get_mut(n_holes) else {
+                return; // too many to keep
+            };
+            *slot = Hole {
+                start: r.start,
+                end: r.end,
+                kind,
+            };
+            n_holes += 1;
+        }
+        let Some(used) = holes.get_mut(..n_holes) else {
+            return;
         };
-        let (holes, n_holes) = match pad.and_then(|p| interior(data, p)) {
-            Some(p) => {
-                let pad = Hole {
-                    start: p.start,
-                    end: p.end,
-                    text: false,
-                };
-                let sorted = if pad.start < text.start {
-                    [pad, text]
-                } else {
-                    [text, pad]
-                };
-                (sorted, 2)
-            }
-            None => ([text; MAX_HOLES], 1),
-        };
+        used.sort_unstable_by_key(|h| h.start);
+        self.dialect = Some(dialect);
+        self.event.clear();
+        self.event.extend_from_slice(event);
         self.bytes.clear();
         self.bytes.extend_from_slice(data);
         self.holes = holes;
@@ -205,6 +243,18 @@ impl Shape {
             output: s.output,
             visible: s.visible,
         });
+    }
+}
+
+/// The dialect's own classification, and where OpenAI's padding is.
+fn parse<'a>(
+    dialect: Dialect,
+    event: &[u8],
+    data: &'a [u8],
+) -> Result<(EventSummary<'a>, Option<&'a RawValue>), Malformed> {
+    match dialect {
+        Dialect::OpenAi => openai::classify_event_with_pad(event, data),
+        _ => dialect.classify_event(event, data).map(|s| (s, None)),
     }
 }
 

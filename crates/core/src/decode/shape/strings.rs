@@ -1,6 +1,7 @@
 //! Where a JSON string value lies in an event's bytes, and whether a new
 //! interior can stand in it as it is: the byte-level checks `Shape` rests
-//! on. Owns nothing else; never parses.
+//! on. Owns nothing else; never parses (`space_runs` walks a text the
+//! parser already accepted).
 
 use serde_json::value::RawValue;
 use std::ops::Range;
@@ -38,4 +39,36 @@ pub(super) fn interior(data: &[u8], raw: &RawValue) -> Option<Range<usize>> {
     let r = within(data, raw.get().as_bytes())?;
     let quoted = raw.get().len() >= 2 && raw.get().starts_with('"') && raw.get().ends_with('"');
     quoted.then_some(r.start + 1..r.end - 1)
+}
+
+/// The length of the whitespace JSON allows between tokens at the start of `rest`.
+pub(super) fn spaces(rest: &[u8]) -> usize {
+    rest.iter()
+        .take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        .count()
+}
+
+/// The runs of whitespace between the tokens of a valid JSON text (none
+/// inside its strings).
+pub(super) fn space_runs(json: &[u8]) -> impl Iterator<Item = Range<usize>> + '_ {
+    let (mut at, mut in_string, mut escaped) = (0, false, false);
+    std::iter::from_fn(move || {
+        while let Some(&b) = json.get(at) {
+            if in_string {
+                (in_string, escaped) = match (escaped, b) {
+                    (true, _) => (true, false),
+                    (false, b'\\') => (true, true),
+                    (false, b'"') => (false, false),
+                    _ => (true, false),
+                };
+            } else if b == b'"' {
+                in_string = true;
+            } else if let n @ 1.. = spaces(json.get(at..).unwrap_or_default()) {
+                at += n;
+                return Some(at - n..at);
+            }
+            at += 1;
+        }
+        None
+    })
 }

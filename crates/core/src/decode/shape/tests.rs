@@ -1,5 +1,5 @@
-//! `Shape` must say exactly what `openai::classify_event` says, event by
-//! event: over every captured stream, over generated streams whose texts
+//! `Shape` must say exactly what the dialect's `classify_event` says
+//! (OpenAI's, Anthropic's), event by event: over every captured stream, over generated streams whose texts
 //! hold quotes, escapes, control characters and broken UTF-8, and over
 //! events mutated byte by byte. And it must match where it should: most
 //! token events of a real stream are classified without a parse.
@@ -32,9 +32,14 @@ fn said(s: &Result<EventSummary<'_>, Malformed>) -> String {
 /// Classifies `event` both ways; panics where they differ; true if the
 /// shape matched (no parse).
 fn check(shape: &mut Shape, event: &[u8], data: &[u8]) -> bool {
-    let hit = event.is_empty() && shape.matched(data).is_some();
-    let want = openai::classify_event(event, data);
-    let got = shape.classify(Dialect::OpenAi, event, data);
+    check_in(Dialect::OpenAi, shape, event, data)
+}
+
+fn check_in(dialect: Dialect, shape: &mut Shape, event: &[u8], data: &[u8]) -> bool {
+    let learned = shape.dialect == Some(dialect) && shape.event == event;
+    let hit = learned && shape.matched(data).is_some();
+    let want = dialect.classify_event(event, data);
+    let got = shape.classify(dialect, event, data);
     assert_eq!(
         said(&got),
         said(&want),
@@ -60,7 +65,7 @@ fn events(body: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
 }
 
 #[test]
-fn every_captured_openai_stream_is_classified_as_the_classifier_does() {
+fn every_captured_openai_and_anthropic_stream_is_classified_as_the_classifier_does() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/captured");
     let mut streams = 0;
     let mut hits = std::collections::BTreeMap::new();
@@ -71,26 +76,30 @@ fn every_captured_openai_stream_is_classified_as_the_classifier_does() {
         }
         let meta: serde_json::Value =
             serde_json::from_slice(&std::fs::read(path.join("meta.json")).unwrap()).unwrap();
-        let openai = matches!(
-            meta["dialect"].as_str(),
-            Some("openai-chat" | "openai-completions")
-        );
-        if !openai || meta["streaming"] != true {
+        let dialect = match meta["dialect"].as_str() {
+            Some("openai-chat" | "openai-completions") => Dialect::OpenAi,
+            Some("anthropic-messages") => Dialect::Anthropic,
+            _ => continue,
+        };
+        if meta["streaming"] != true {
             continue;
         }
         streams += 1;
         let mut shape = Shape::default();
         let (mut hit, mut tokens) = (0, 0);
         for (event, data) in events(&std::fs::read(path.join("body.bin")).unwrap()) {
-            hit += usize::from(check(&mut shape, &event, &data));
-            let kind = openai::classify_event(&event, &data).map(|s| s.kind);
+            hit += usize::from(check_in(dialect, &mut shape, &event, &data));
+            let kind = dialect.classify_event(&event, &data).map(|s| s.kind);
             tokens += usize::from(kind == Ok(EventKind::Token));
         }
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         hits.insert(name, (hit, tokens));
     }
     eprintln!("(matched, token events) per stream: {hits:?}");
-    assert!(streams >= 12, "{streams} OpenAI streams in {dir:?}");
+    assert!(
+        streams >= 15,
+        "{streams} OpenAI and Anthropic streams in {dir:?}"
+    );
     // Streams whose token events differ only in their text and padding:
     // all but the first of them (and those with a \u escape or a
     // different shape) skip the parse.
@@ -104,6 +113,8 @@ fn every_captured_openai_stream_is_classified_as_the_classifier_does() {
         "mistral-tiny-usage-padding",
         "groq-llama3-x-groq-usage",
         "openai-completions-davinci002",
+        "anthropic-sonnet4-thinking",
+        "anthropic-sonnet35-prompt-cache-read",
     ] {
         let (hit, tokens) = hits[name];
         assert!(
@@ -175,6 +186,28 @@ proptest! {
             let data = chunk_with(text, pad, completions, model);
             let event: &[u8] = if error_at == Some(i) { b"error" } else { b"" };
             check(&mut shape, event, &data);
+        }
+    }
+
+    #[test]
+    fn generated_anthropic_streams_are_classified_as_the_classifier_does(
+        deltas in prop::collection::vec(
+            (raw_text(), 0usize..4, "[ \t\n\r]{0,3}", "[ \t\n\rx]{0,12}"),
+            1..12,
+        ),
+    ) {
+        let mut shape = Shape::default();
+        // Anthropic pads with whitespace before the last brace; elsewhere
+        // too here, and with bytes that are no whitespace (`x`).
+        for (text, kind, inner, pad) in &deltas {
+            let (name, delta) = match kind {
+                0 => ("content_block_delta", format!(r#"{{"type":"text_delta","text":"{text}"}}"#)),
+                1 => ("content_block_delta", format!(r#"{{"type":"thinking_delta","thinking":"{text}"}}"#)),
+                2 => ("content_block_delta", format!(r#"{{"type":"input_json_delta","partial_json":"{text}"}}"#)),
+                _ => ("error", format!(r#"{{"type":"text_delta","text":"{text}"}}"#)),
+            };
+            let data = format!(r#"{{"type":"content_block_delta","index":{inner}1,"delta":{delta}{pad}}}"#);
+            check_in(Dialect::Anthropic, &mut shape, name.as_bytes(), data.as_bytes());
         }
     }
 
