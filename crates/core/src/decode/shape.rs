@@ -213,7 +213,15 @@ impl Shape {
             (Some(text), HoleKind::Text),
             (pad.and_then(|p| interior(data, p)), HoleKind::Pad),
         ];
-        let spaces = space_runs(data).map(|r| (Some(r), HoleKind::Space));
+        // Not inside the model: its raw value is taken whole from the bytes.
+        let inside = |r: &Range<usize>| {
+            model
+                .as_ref()
+                .is_some_and(|m| m.start <= r.start && r.end <= m.end)
+        };
+        let spaces = space_runs(data)
+            .filter(|r| !inside(r))
+            .map(|r| (Some(r), HoleKind::Space));
         for (range, kind) in strings.into_iter().chain(spaces) {
             let Some(r) = range else { continue };
             let Some(slot) = holes.get_mut(n_holes) else {

@@ -175,7 +175,8 @@ proptest! {
         texts in prop::collection::vec((raw_text(), prop::option::of(raw_text())), 1..12),
         completions in any::<bool>(),
         model in prop_oneof![
-            Just(r#""m-1""#), Just(r#""m\u002d1""#), Just("null"), Just("7"), Just(r#">"m-1""#)
+            Just(r#""m-1""#), Just(r#""m\u002d1""#), Just("null"), Just("7"), Just(r#">"m-1""#),
+            Just("[1, 2]"), Just(">[1,  2]")
         ],
         error_at in prop::option::of(0usize..12),
         pad_key in prop_oneof![Just("obfuscation"), Just("p"), Just("q")],
