@@ -14,15 +14,62 @@ use tokentap_sim::Profile;
 const EVENTS: usize = 64;
 const STREAMS: usize = 4;
 
-/// Calls per syscall name from an `strace -c` summary.
-fn counts(summary: &str) -> std::collections::BTreeMap<String, f64> {
+/// An attached `strace -c`: stopped (and its summary file removed) when
+/// dropped, also when an assertion fails first.
+struct Strace {
+    child: std::process::Child,
+    out: std::path::PathBuf,
+}
+
+impl Strace {
+    fn attach(pid: u32, name: &str) -> Self {
+        let out = std::env::temp_dir().join(format!(
+            "tokentap-syscalls-{}-{name}.txt",
+            std::process::id()
+        ));
+        let child = Command::new("strace")
+            .args(["-f", "-c", "-o"])
+            .arg(&out)
+            .args(["-p", &pid.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("strace (scripts/deps.sh installs it)");
+        Strace { child, out }
+    }
+
+    /// Detaches and returns its summary.
+    fn summary(&mut self) -> String {
+        let _ = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+}
+
+impl Drop for Strace {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.out);
+    }
+}
+
+/// Calls and failed calls (e.g. `EAGAIN`) per syscall name from an
+/// `strace -c` summary (the errors column is blank when there are none).
+fn counts(summary: &str) -> std::collections::BTreeMap<String, (f64, f64)> {
     summary
         .lines()
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             let calls = f.get(3)?.parse::<f64>().ok()?;
+            let errors = match f.len() {
+                6 => f.get(4)?.parse::<f64>().ok()?,
+                _ => 0.0,
+            };
             let name = f.last()?;
-            (f.len() >= 5 && *name != "total").then(|| (name.to_string(), calls))
+            (f.len() >= 5 && *name != "total").then(|| (name.to_string(), (calls, errors)))
         })
         .collect()
 }
@@ -49,32 +96,17 @@ async fn a_streamed_event_costs_one_upstream_read() {
         let headers = [("content-type", "application/json")];
         // Warm: the upstream connection pooled, stamping on.
         assert!(post(tap, &headers, &chat(true, true)).await.complete);
-        let out = std::env::temp_dir().join(format!(
-            "tokentap-syscalls-{}-{socket}.txt",
-            std::process::id()
-        ));
-        let mut strace = Command::new("strace")
-            .args(["-f", "-c", "-o"])
-            .arg(&out)
-            .args(["-p", &proc.0.id().to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("strace (scripts/deps.sh installs it)");
+        let mut strace = Strace::attach(proc.0.id(), socket);
         tokio::time::sleep(Duration::from_millis(500)).await; // attached
         for _ in 0..STREAMS {
             let r = post(tap, &headers, &chat(true, true)).await;
             assert!(r.complete, "{socket}: a stream arrives whole");
         }
-        let _ = Command::new("kill")
-            .args(["-INT", &strace.id().to_string()])
-            .status();
-        let _ = strace.wait();
-        let summary = std::fs::read_to_string(&out).unwrap_or_default();
-        let _ = std::fs::remove_file(&out);
+        let summary = strace.summary();
+        drop(strace);
         let calls = counts(&summary);
         let per_event =
-            |name: &str| calls.get(name).copied().unwrap_or(0.0) / (EVENTS * STREAMS) as f64;
+            |name: &str| calls.get(name).map_or(0.0, |c| c.0) / (EVENTS * STREAMS) as f64;
         println!(
             "{socket}: per event recvmsg {:.2}, sendto {:.2}, writev {:.2}, epoll_wait {:.2} ({calls:?})",
             per_event("recvmsg"),
@@ -82,12 +114,19 @@ async fn a_streamed_event_costs_one_upstream_read() {
             per_event("writev"),
             per_event("epoll_wait")
         );
-        // One stamped read per event (5 ms apart, each its own segment),
-        // plus a stream's head and end: never a second, empty one.
+        // At most one stamped read per event (5 ms apart; fewer where a
+        // busy host let several arrive before the read), and never one
+        // that finds nothing: with the readiness kept after a short read,
+        // every read was followed by an EAGAIN one (1.96 per event).
         let reads = per_event("recvmsg");
+        let (all, empty) = calls.get("recvmsg").copied().unwrap_or_default();
         assert!(
-            (0.9..1.2).contains(&reads),
-            "{socket}: {reads:.2} upstream reads per event, want one ({summary})"
+            (0.25..1.2).contains(&reads),
+            "{socket}: {reads:.2} stamped upstream reads per event, want at most one ({summary})"
+        );
+        assert!(
+            empty * 20.0 <= all,
+            "{socket}: {empty} of {all} upstream reads found nothing ({summary})"
         );
         drop(proc);
     }
