@@ -17,7 +17,7 @@
 //! it comes.
 
 use crate::decode::dialect::Dialect;
-use crate::decode::event::EventKind;
+use crate::decode::event::{raw_range, EventKind};
 use crate::decode::openai::classify_event;
 use crate::decode::Operation;
 use serde_json::value::RawValue;
@@ -106,7 +106,7 @@ type Members<'a> = HashMap<Cow<'a, str>, &'a RawValue>;
 
 /// Where `raw` starts in `body` (it was borrowed from it).
 fn offset(body: &[u8], raw: &RawValue) -> Option<usize> {
-    (raw.get().as_ptr() as usize).checked_sub(body.as_ptr() as usize)
+    raw_range(body, raw).map(|r| r.start)
 }
 
 /// `body` with `insert` placed at `at`, or `[at, at + len)` replaced by it.

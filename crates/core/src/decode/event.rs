@@ -161,6 +161,15 @@ pub(crate) fn is_output(raw: Option<&RawValue>) -> bool {
     }
 }
 
+/// Where `raw`, borrowed from `data` by the parser, lies in it (`None` if
+/// it is not a part of `data`).
+pub fn raw_range(data: &[u8], raw: &RawValue) -> Option<std::ops::Range<usize>> {
+    let part = raw.get().as_bytes();
+    let start = (part.as_ptr() as usize).checked_sub(data.as_ptr() as usize)?;
+    let end = start.checked_add(part.len())?;
+    (end <= data.len()).then_some(start..end)
+}
+
 /// Reads a quoted JSON string without allocating when it has no escapes;
 /// escaped strings are decoded (rare for model names).
 pub fn raw_str(raw: &RawValue) -> Option<std::borrow::Cow<'_, str>> {

@@ -27,11 +27,12 @@
 //! allocation.
 
 use super::dialect::Dialect;
+use super::event::raw_range;
 use super::event::{EventKind, EventSummary, Malformed, OutputKinds};
 use super::openai;
 use serde_json::value::RawValue;
 use std::ops::Range;
-use strings::{clean, interior, space_runs, spaces, string_len, within};
+use strings::{clean, interior, space_runs, spaces, string_len};
 
 /// Events longer than this are always parsed (real chunks are ~200–400 bytes).
 pub const MAX_SHAPE_BYTES: usize = 2048;
@@ -201,7 +202,7 @@ impl Shape {
             return;
         };
         let model = match s.model {
-            Some(m) => match within(data, m.get().as_bytes()) {
+            Some(m) => match raw_range(data, m) {
                 Some(r) => Some(r),
                 None => return,
             },

@@ -3,6 +3,7 @@
 //! on. Owns nothing else; never parses (`space_runs` walks a text the
 //! parser already accepted).
 
+use crate::decode::event::raw_range;
 use serde_json::value::RawValue;
 use std::ops::Range;
 
@@ -27,16 +28,9 @@ pub(super) fn clean(value: &[u8]) -> bool {
     value.iter().all(|&b| b >= 0x20) && std::str::from_utf8(value).is_ok()
 }
 
-/// Where `part` (a sub-slice of `data`) lies in `data`.
-pub(super) fn within(data: &[u8], part: &[u8]) -> Option<Range<usize>> {
-    let start = (part.as_ptr() as usize).checked_sub(data.as_ptr() as usize)?;
-    let end = start.checked_add(part.len())?;
-    (end <= data.len()).then_some(start..end)
-}
-
 /// The interior of a raw string value inside `data` (`None` for any other value).
 pub(super) fn interior(data: &[u8], raw: &RawValue) -> Option<Range<usize>> {
-    let r = within(data, raw.get().as_bytes())?;
+    let r = raw_range(data, raw)?;
     let quoted = raw.get().len() >= 2 && raw.get().starts_with('"') && raw.get().ends_with('"');
     quoted.then_some(r.start + 1..r.end - 1)
 }
