@@ -128,6 +128,17 @@ async fn a_streamed_event_costs_one_upstream_read() {
             empty * 20.0 <= all,
             "{socket}: {empty} of {all} upstream reads found nothing ({summary})"
         );
+        // The warm-up's upstream connection serves every stream (pooled
+        // also through the timed socket), and taking it from the pool asks
+        // the kernel nothing: pingora asked `getpeername` on every reuse
+        // (pingora-core 0005; the client's address comes with `accept`).
+        let connects = calls.get("connect").map_or(0.0, |c| c.0);
+        let peer_names = calls.get("getpeername").map_or(0.0, |c| c.0);
+        assert_eq!(
+            connects, 0.0,
+            "{socket}: new upstream connections ({summary})"
+        );
+        assert_eq!(peer_names, 0.0, "{socket}: getpeername calls ({summary})");
         drop(proc);
     }
 }

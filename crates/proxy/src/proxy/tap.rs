@@ -226,9 +226,9 @@ fn peer_template(cfg: &TapConfig) -> HttpPeer {
         p.options.read_timeout = Some(t.idle);
     } else {
         // Distinct first-byte and idle limits need `TimedConnector`'s
-        // virtual socket, which pingora's pool never reuses (it matches a
-        // pooled connection by its fd, and a virtual socket has none): one
-        // upstream connection per request in this mode (see README).
+        // virtual socket; pooled too (pingora-core 0005: the pool matches a
+        // connection by the address it was connected to, and the socket
+        // names its TCP fd for the stale check).
         p.options.read_timeout = None;
         p.options.custom_l4 = Some(Arc::new(TimedConnector { timeouts: t }));
     }

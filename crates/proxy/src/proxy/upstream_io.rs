@@ -153,6 +153,14 @@ impl VirtualSocket for TimedSocket {
     fn rx_timestamp(&self) -> Option<std::time::SystemTime> {
         self.rx
     }
+
+    /// The TCP socket's: pingora's pool and digest and the stale check
+    /// (`proxy::stale`) ask the kernel about it.
+    #[cfg(unix)]
+    fn raw_fd(&self) -> Option<std::os::unix::io::RawFd> {
+        use std::os::unix::io::AsRawFd;
+        Some(self.inner.as_raw_fd())
+    }
 }
 
 impl AsyncRead for TimedSocket {

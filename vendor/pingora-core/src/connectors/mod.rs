@@ -261,7 +261,7 @@ impl TransportConnector {
                         // test_reusable_stream: we assume server would never actively send data
                         // first on an idle stream.
                         #[cfg(unix)]
-                        if peer.matches_fd(stream.id())
+                        if stream_matches_peer(peer, &stream)
                             && test_reusable_stream(&mut stream, &self.unexpected_data_conn_count)
                         {
                             Some(stream)
@@ -476,6 +476,27 @@ use futures::future::FutureExt;
 use tokio::io::AsyncReadExt;
 
 /// Test whether a stream is already closed or not reusable (server sent unexpected data)
+/// Whether a pooled stream was connected to `peer` (patched by tokentap,
+/// pingora-core 0005). The connector records the address it connected a
+/// stream to in the stream's socket digest; comparing with that costs no
+/// system call, where `Peer::matches_fd` asks the kernel (`getpeername`) on
+/// every reuse, and a virtual socket (`PeerOptions::custom_l4`), which has
+/// no fd, never matched it, so it was never reused. A stream without a
+/// recorded address, or a peer reached through a CONNECT proxy, is still
+/// checked by its fd.
+#[cfg(unix)]
+fn stream_matches_peer<P: Peer>(peer: &P, stream: &Stream) -> bool {
+    if peer.get_proxy().is_none() {
+        let recorded = stream
+            .get_socket_digest()
+            .and_then(|d| d.peer_addr.get().cloned().flatten());
+        if let Some(addr) = recorded {
+            return &addr == peer.address();
+        }
+    }
+    peer.matches_fd(stream.id())
+}
+
 fn test_reusable_stream(stream: &mut Stream, unexpected_data_conn_count: &AtomicU64) -> bool {
     let mut buf = [0; 1];
     // tokio::task::unconstrained because now_or_never may yield None when the future is ready

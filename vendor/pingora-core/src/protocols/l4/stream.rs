@@ -140,7 +140,9 @@ impl AsRawFd for RawStream {
         match self {
             RawStream::Tcp(s) => s.as_raw_fd(),
             RawStream::Unix(s) => s.as_raw_fd(),
-            RawStream::Virtual(_) => -1, // Virtual stream does not have a real fd
+            // -1 unless the virtual socket names the OS socket under it
+            // (patched by tokentap, pingora-core 0005).
+            RawStream::Virtual(s) => s.raw_fd().unwrap_or(-1),
         }
     }
 }

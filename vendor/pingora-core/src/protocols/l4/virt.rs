@@ -27,6 +27,15 @@ pub trait VirtualSocket: AsyncRead + AsyncWrite + Unpin + Send + Sync + std::fmt
     fn rx_timestamp(&self) -> Option<std::time::SystemTime> {
         None
     }
+
+    /// The OS socket this virtual socket reads and writes through, if it
+    /// has one (patched by tokentap, pingora-core 0005). A stream's fd is
+    /// what its digest, the connection pool and `connected_to_upstream`
+    /// ask the kernel about; without one they see -1.
+    #[cfg(unix)]
+    fn raw_fd(&self) -> Option<std::os::unix::io::RawFd> {
+        None
+    }
 }
 
 /// Wrapper around any type implementing  [`VirtualSocket`].
@@ -43,6 +52,13 @@ impl VirtualSocketStream {
     #[inline]
     pub fn set_socket_option(&self, opt: VirtualSockOpt) -> std::io::Result<()> {
         self.socket.set_socket_option(opt)
+    }
+
+    /// The OS socket under the virtual one, if any ([`VirtualSocket::raw_fd`]).
+    #[cfg(unix)]
+    #[inline]
+    pub fn raw_fd(&self) -> Option<std::os::unix::io::RawFd> {
+        self.socket.raw_fd()
     }
 }
 
