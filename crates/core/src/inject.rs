@@ -106,7 +106,7 @@ type Members<'a> = HashMap<Cow<'a, str>, &'a RawValue>;
 
 /// Where `raw` starts in `body` (it was borrowed from it).
 fn offset(body: &[u8], raw: &RawValue) -> Option<usize> {
-    raw_range(body, raw).map(|r| r.start)
+    raw_range(body, raw.get()).map(|r| r.start)
 }
 
 /// `body` with `insert` placed at `at`, or `[at, at + len)` replaced by it.

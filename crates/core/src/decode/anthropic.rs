@@ -11,7 +11,7 @@
 //! line says the same; an `event: error` line alone also counts).
 
 use super::event::{
-    is_output, summary, EventKind, EventSummary, FinishReason, Malformed, OutputKinds,
+    is_output, summary, EventKind, EventSummary, FinishReason, Malformed, OutputKinds, Raw,
 };
 use super::openai::UsageView;
 use serde::de::IgnoredAny;
@@ -85,7 +85,7 @@ pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'
     match v.kind {
         "message_start" => {
             if let Some(m) = v.message {
-                s.model = m.model;
+                s.model = m.model.map(Raw::from);
                 // The prompt's side only: output_tokens here is a
                 // placeholder, the count comes with message_delta.
                 s.usage = m.usage.map(|u| {
@@ -98,7 +98,7 @@ pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'
         }
         "content_block_delta" => {
             if let Some(d) = v.delta {
-                s.text = d.text.or(d.thinking);
+                s.text = d.text.or(d.thinking).map(Raw::from);
                 let out = match d.kind.unwrap_or_default() {
                     "text_delta" => OutputKinds {
                         content: is_output(d.text),
@@ -171,7 +171,7 @@ pub fn classify_json(body: &[u8]) -> Result<EventSummary<'_>, Malformed> {
         s.kind = EventKind::Error;
         return Ok(s);
     }
-    s.model = v.model;
+    s.model = v.model.map(Raw::from);
     s.usage = v.usage.map(UsageView::into_usage);
     s.finish = v.stop_reason.map(finish);
     let mut out = OutputKinds::default();

@@ -20,7 +20,7 @@
 //! Does not own: SSE framing, timing, the request.
 
 use super::event::{
-    is_output, summary, EventKind, EventSummary, FinishReason, Malformed, OutputKinds, Usage,
+    is_output, summary, EventKind, EventSummary, FinishReason, Malformed, OutputKinds, Raw, Usage,
 };
 use serde::de::IgnoredAny;
 use serde::Deserialize;
@@ -122,7 +122,7 @@ fn summarize(v: ChunkView<'_>) -> EventSummary<'_> {
         s.kind = EventKind::Error;
         return s;
     }
-    s.model = v.model_version;
+    s.model = v.model_version.map(Raw::from);
     s.usage = v.usage_metadata.map(UsageView::into_usage);
     for c in v.candidates.unwrap_or_default() {
         if let Some(r) = c
@@ -139,7 +139,7 @@ fn summarize(v: ChunkView<'_>) -> EventSummary<'_> {
                 (text && !p.thought) || p.executable_code.is_some() || p.inline_data.is_some();
             out.tool_call |= p.function_call.is_some();
             if s.text.is_none() && text {
-                s.text = p.text;
+                s.text = p.text.map(Raw::from);
             }
         }
         if out.content || out.reasoning || out.tool_call {

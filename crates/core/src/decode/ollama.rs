@@ -9,7 +9,7 @@
 
 use super::event::{
     is_output, summary, EngineTiming, EventKind, EventSummary, FinishReason, Malformed,
-    OutputKinds, Usage,
+    OutputKinds, Raw, Usage,
 };
 use serde::de::IgnoredAny;
 use serde::Deserialize;
@@ -71,7 +71,7 @@ pub fn classify_line(line: &[u8]) -> Result<EventSummary<'_>, Malformed> {
         s.kind = EventKind::Error;
         return Ok(s);
     }
-    s.model = v.model;
+    s.model = v.model.map(Raw::from);
     let mut out = OutputKinds {
         content: is_output(v.response),
         reasoning: is_output(v.thinking),
@@ -80,13 +80,15 @@ pub fn classify_line(line: &[u8]) -> Result<EventSummary<'_>, Malformed> {
     s.text = [v.response, v.thinking]
         .into_iter()
         .flatten()
-        .find(|r| is_output(Some(r)));
+        .find(|r| is_output(Some(r)))
+        .map(Raw::from);
     if let Some(m) = v.message {
         if s.text.is_none() {
             s.text = [m.content, m.thinking]
                 .into_iter()
                 .flatten()
-                .find(|r| is_output(Some(r)));
+                .find(|r| is_output(Some(r)))
+                .map(Raw::from);
         }
         out.content |= is_output(m.content);
         out.reasoning |= is_output(m.thinking);

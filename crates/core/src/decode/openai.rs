@@ -83,9 +83,9 @@ fn classify_view(data: &[u8]) -> Result<(EventSummary<'_>, Option<&RawValue>), M
         visible: choices.output.content || choices.output.tool_call,
         finish: choices.finish,
         usage,
-        model: view.model,
+        model: view.model.map(Raw::from),
         engine: None,
-        text: choices.text,
+        text: choices.text.map(Raw::from),
     };
     Ok((s, view.obfuscation.or(view.p)))
 }

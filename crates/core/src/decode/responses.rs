@@ -12,7 +12,7 @@
 //! `response.created`.
 
 use super::event::{
-    is_output, summary, EventKind, EventSummary, FinishReason, Malformed, OutputKinds, Usage,
+    is_output, summary, EventKind, EventSummary, FinishReason, Malformed, OutputKinds, Raw, Usage,
 };
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -109,11 +109,11 @@ pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'
     };
     s.set_output(output);
     if s.kind == EventKind::Token && !output.tool_call {
-        s.text = v.delta;
+        s.text = v.delta.map(Raw::from);
     }
     match v.kind {
         "response.created" | "response.in_progress" => {
-            s.model = v.response.and_then(|r| r.model);
+            s.model = v.response.and_then(|r| r.model).map(Raw::from);
             s.kind = EventKind::RoleOnly;
         }
         "response.completed" | "response.incomplete" => {
@@ -125,7 +125,7 @@ pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'
             } else {
                 incomplete(details)
             });
-            s.model = model;
+            s.model = model.map(Raw::from);
             s.usage = usage.map(UsageView::into_usage);
             s.kind = EventKind::Done;
         }
@@ -182,7 +182,7 @@ pub fn classify_json(body: &[u8]) -> Result<EventSummary<'_>, Malformed> {
         s.kind = EventKind::Error;
         return Ok(s);
     }
-    s.model = v.model;
+    s.model = v.model.map(Raw::from);
     s.usage = v.usage.map(UsageView::into_usage);
     s.finish = match v.status {
         Some("completed") => Some(FinishReason::Stop),

@@ -27,7 +27,7 @@
 //! allocation.
 
 use super::dialect::Dialect;
-use super::event::raw_range;
+use super::event::{raw_range, Raw};
 use super::event::{EventKind, EventSummary, Malformed, OutputKinds};
 use super::openai;
 use serde_json::value::RawValue;
@@ -152,18 +152,21 @@ impl Shape {
         if rest != self.bytes.get(at..)? {
             return None;
         }
-        let quoted = |r: Range<usize>| {
-            let slice = data.get(r.start.checked_sub(1)?..r.end.checked_add(1)?)?;
-            serde_json::from_slice::<&RawValue>(slice).ok()
-        };
+        // Not parsed again: the text is a JSON string by the checks above
+        // (its quotes are the learned event's, `string_len` found the
+        // closing one and allows only valid escapes, `clean` no control
+        // byte and valid UTF-8); the model is the learned event's bytes,
+        // which the parser took for a value.
+        let raw = |r: Range<usize>| std::str::from_utf8(data.get(r)?).ok().map(Raw::checked);
+        let text = text?;
+        let text = raw(text.start.checked_sub(1)?..text.end.checked_add(1)?)?;
         let model = match &self.model {
             Some(m) => {
                 let start = m
                     .start
                     .checked_sub(model_base.0)?
                     .checked_add(model_base.1)?;
-                let slice = data.get(start..start.checked_add(m.len())?)?;
-                Some(serde_json::from_slice::<&RawValue>(slice).ok()?)
+                Some(raw(start..start.checked_add(m.len())?)?)
             }
             None => None,
         };
@@ -176,7 +179,7 @@ impl Shape {
             usage: None,
             model,
             engine: None,
-            text: Some(quoted(text?)?),
+            text: Some(text),
         })
     }
 
@@ -202,7 +205,7 @@ impl Shape {
             return;
         };
         let model = match s.model {
-            Some(m) => match raw_range(data, m) {
+            Some(m) => match raw_range(data, m.get()) {
                 Some(r) => Some(r),
                 None => return,
             },
@@ -212,7 +215,7 @@ impl Shape {
         let mut n_holes = 0;
         let strings = [
             (Some(text), HoleKind::Text),
-            (pad.and_then(|p| interior(data, p)), HoleKind::Pad),
+            (pad.and_then(|p| interior(data, p.into())), HoleKind::Pad),
         ];
         // Not inside the model: its raw value is taken whole from the bytes.
         let inside = |r: &Range<usize>| {

@@ -8,7 +8,7 @@
 //! no `[DONE]`. `{"error": ...}` is an error.
 
 use super::event::{
-    is_output, summary, EventKind, EventSummary, FinishReason, Malformed, OutputKinds, Usage,
+    is_output, summary, EventKind, EventSummary, FinishReason, Malformed, OutputKinds, Raw, Usage,
 };
 use serde::de::IgnoredAny;
 use serde::Deserialize;
@@ -82,7 +82,7 @@ pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'
     }
     if let Some(t) = v.token.filter(|t| !t.special && is_output(t.text)) {
         s.set_output(TEXT);
-        s.text = t.text;
+        s.text = t.text.map(Raw::from);
     }
     details(&mut s, v.details);
     if s.kind == EventKind::Empty && s.finish.is_some() {

@@ -10,6 +10,7 @@
 //! messages, completion prompt, Responses input, Anthropic system, TGI
 //! inputs), with OpenAI's per-message overhead for chat.
 
+use crate::decode::event::Raw;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -68,7 +69,7 @@ impl Estimator {
     }
 
     /// Tokens of a JSON string value (still escaped); 0 when it is not one.
-    pub fn count_raw(&self, raw: &RawValue) -> u64 {
+    pub fn count_raw(&self, raw: Raw<'_>) -> u64 {
         serde_json::from_str::<Cow<'_, str>>(raw.get()).map_or(0, |t| self.count(&t))
     }
 
@@ -137,7 +138,7 @@ mod tests {
         assert_eq!(e.count("hello world"), 2);
         assert_eq!(e.count(""), 0);
         let raw = serde_json::value::to_raw_value(" quick brown fox").unwrap();
-        assert_eq!(e.count_raw(&raw), 3);
+        assert_eq!(e.count_raw(Raw::from(&*raw)), 3);
         let c = Estimator::new(Tokenizer::Cl100kBase);
         assert_eq!(c.count("hello world"), 2);
     }

@@ -3,8 +3,7 @@
 //! on. Owns nothing else; never parses (`space_runs` walks a text the
 //! parser already accepted).
 
-use crate::decode::event::raw_range;
-use serde_json::value::RawValue;
+use crate::decode::event::{raw_range, Raw};
 use std::ops::Range;
 
 /// The length of a string's interior at the start of `rest`, up to its
@@ -29,8 +28,8 @@ pub(super) fn clean(value: &[u8]) -> bool {
 }
 
 /// The interior of a raw string value inside `data` (`None` for any other value).
-pub(super) fn interior(data: &[u8], raw: &RawValue) -> Option<Range<usize>> {
-    let r = raw_range(data, raw)?;
+pub(super) fn interior(data: &[u8], raw: Raw<'_>) -> Option<Range<usize>> {
+    let r = raw_range(data, raw.get())?;
     let quoted = raw.get().len() >= 2 && raw.get().starts_with('"') && raw.get().ends_with('"');
     quoted.then_some(r.start + 1..r.end - 1)
 }

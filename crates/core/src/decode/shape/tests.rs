@@ -5,7 +5,7 @@
 //! token events of a real stream are classified without a parse.
 
 use super::*;
-use crate::decode::event::EventSummary;
+use crate::decode::event::{EventSummary, Raw};
 use crate::decode::sse::{SseDecoder, SseItem, SseLimits};
 use proptest::prelude::*;
 use std::path::Path;
@@ -21,9 +21,9 @@ fn said(s: &Result<EventSummary<'_>, Malformed>) -> String {
             s.visible,
             s.finish,
             s.usage,
-            s.model.map(RawValue::get),
+            s.model.map(Raw::get),
             s.engine,
-            s.text.map(RawValue::get)
+            s.text.map(Raw::get)
         ),
         Err(_) => "malformed".to_owned(),
     }
@@ -298,6 +298,21 @@ fn its_debug_shows_no_completion_text() {
     let shown = format!("{shape:?}");
     assert!(
         shape.said.is_some() && !shown.contains("secret") && !shown.contains("115, 101"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_summary_it_gives_shows_no_completion_text_either() {
+    let mut shape = Shape::default();
+    let event = chunk("secret words", None, false, r#""m""#);
+    check(&mut shape, b"", &event);
+    let again = chunk("secret again", None, false, r#""m""#);
+    let s = shape.classify(Dialect::OpenAi, b"", &again);
+    let shown = format!("{s:?}");
+    assert!(
+        matches!(&s, Ok(s) if s.text.map(Raw::get) == Some("\"secret again\""))
+            && !shown.contains("secret"),
         "{shown}"
     );
 }
