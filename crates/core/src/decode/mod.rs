@@ -9,6 +9,8 @@
 //!   dialect of a response whose path names none, from its first event or
 //!   JSON body; `shape` classifies an OpenAI or Anthropic stream's events that repeat
 //!   the previous token event but for its text without parsing them again.
+//! - `raw`: a JSON value borrowed as it lies in the bytes (a summary's
+//!   text and model), never kept.
 //! - `request`: what the client asked for (model, stream, limits).
 //! - `capped`: the capped private copy of a body.
 //!
@@ -26,6 +28,7 @@ pub mod inflate;
 pub mod ndjson;
 pub mod ollama;
 pub mod openai;
+pub mod raw;
 pub mod request;
 pub mod responses;
 pub mod shape;
