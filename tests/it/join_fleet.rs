@@ -411,7 +411,7 @@ async fn taps_on_five_machines_are_attributed_by_joiners_as_in_one_process() {
     all_resolved(&skewed_got, &ids).await;
     let many = figures(&resolutions(&raw_got, &measured));
     // 2. The gateway's delay and the guardrail time, recovered, p50 within
-    // 1 ms of the gateway's own record of each request (its /truth): the
+    // the wire legs of the gateway's own record of each request (its /truth): the
     // layer's TTFT overhead against the time until it sent the engine
     // request (its configured processing and its guardrail call) plus the
     // first token's relay; the guardrail time against its call.
@@ -446,12 +446,21 @@ async fn taps_on_five_machines_are_attributed_by_joiners_as_in_one_process() {
     let guard_truth = quantile(truth_guard, 0.5) * 1e3;
     let ttft = quantile(many.ttft.clone(), 0.5) * 1e3;
     let ttft_truth = quantile(truth_ttft, 0.5) * 1e3;
+    // Signed, as it::join and it::attribution: the taps around the gateway
+    // see its record plus the wire legs between the machines (the request
+    // to it and on to the engine tap, the first token back through it:
+    // 0.7-1.0 ms here), never less; the guard tap, inside the guardrail
+    // call, sees less than the gateway's call. A slip that puts the 20 ms
+    // processing or the 30 ms call on the wrong side turns a leg negative
+    // by milliseconds; a bias shows above 2 ms.
+    let ttft_leg = ttft - ttft_truth;
+    let guard_leg = guard_truth - guard_p50;
     assert!(
-        (ttft - ttft_truth).abs() <= 1.0,
+        (-0.2..2.0).contains(&ttft_leg),
         "the gateway's TTFT overhead p50: joiner {ttft:.3} ms, its record {ttft_truth:.3} ms"
     );
     assert!(
-        (guard_p50 - guard_truth).abs() <= 1.0,
+        (-0.2..2.0).contains(&guard_leg),
         "guardrail time p50: joiner {guard_p50:.3} ms, the gateway's record {guard_truth:.3} ms (configured {GUARD_MS})"
     );
     // 3. Wall clocks ±500 ms apart change nothing.
