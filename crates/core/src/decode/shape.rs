@@ -32,7 +32,7 @@ use super::event::{EventKind, EventSummary, Malformed, OutputKinds};
 use super::openai;
 use serde_json::value::RawValue;
 use std::ops::Range;
-use strings::{clean, interior, space_runs, spaces, string_len};
+use strings::{clean, interior, no_control, space_runs, spaces, string_len};
 
 /// Events longer than this are always parsed (real chunks are ~200–400 bytes).
 pub const MAX_SHAPE_BYTES: usize = 2048;
@@ -132,7 +132,8 @@ impl Shape {
             };
             let (value, after) = rest.split_at_checked(len)?;
             let fits = match hole.kind {
-                HoleKind::Text => clean(value) && !value.is_empty(),
+                // UTF-8: checked once, below, when the text's `Raw` is made.
+                HoleKind::Text => no_control(value) && !value.is_empty(),
                 HoleKind::Pad => clean(value),
                 HoleKind::Space => true,
             };
@@ -154,8 +155,8 @@ impl Shape {
         }
         // Not parsed again: the text is a JSON string by the checks above
         // (its quotes are the learned event's, `string_len` found the
-        // closing one and allows only valid escapes, `clean` no control
-        // byte and valid UTF-8); the model is the learned event's bytes,
+        // closing one and allows only valid escapes, `no_control` no control
+        // byte, and `raw` checks its UTF-8); the model is the learned event's bytes,
         // which the parser took for a value.
         let raw = |r: Range<usize>| std::str::from_utf8(data.get(r)?).ok().map(Raw::checked);
         let text = text?;

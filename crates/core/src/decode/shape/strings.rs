@@ -24,7 +24,14 @@ pub(super) fn string_len(rest: &[u8]) -> Option<usize> {
 /// A string's interior may be copied between events as it is: no control
 /// character, and valid UTF-8 (quotes and escapes: `string_len`).
 pub(super) fn clean(value: &[u8]) -> bool {
-    value.iter().all(|&b| b >= 0x20) && std::str::from_utf8(value).is_ok()
+    no_control(value) && std::str::from_utf8(value).is_ok()
+}
+
+/// No control character (below 0x20) in a string's interior: `clean`
+/// without its UTF-8 check, for a text whose UTF-8 the caller checks when
+/// it makes the `Raw`.
+pub(super) fn no_control(value: &[u8]) -> bool {
+    value.iter().all(|&b| b >= 0x20)
 }
 
 /// The interior of a raw string value inside `data` (`None` for any other value).
