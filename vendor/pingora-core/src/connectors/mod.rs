@@ -475,7 +475,6 @@ impl PreferredHttpVersion {
 use futures::future::FutureExt;
 use tokio::io::AsyncReadExt;
 
-/// Test whether a stream is already closed or not reusable (server sent unexpected data)
 /// Whether a pooled stream was connected to `peer` (patched by tokentap,
 /// pingora-core 0005). The connector records the address it connected a
 /// stream to in the stream's socket digest; comparing with that costs no
@@ -487,16 +486,16 @@ use tokio::io::AsyncReadExt;
 #[cfg(unix)]
 fn stream_matches_peer<P: Peer>(peer: &P, stream: &Stream) -> bool {
     if peer.get_proxy().is_none() {
-        let recorded = stream
-            .get_socket_digest()
-            .and_then(|d| d.peer_addr.get().cloned().flatten());
-        if let Some(addr) = recorded {
-            return &addr == peer.address();
+        if let Some(digest) = stream.get_socket_digest() {
+            if let Some(Some(addr)) = digest.peer_addr.get() {
+                return addr == peer.address();
+            }
         }
     }
     peer.matches_fd(stream.id())
 }
 
+/// Test whether a stream is already closed or not reusable (server sent unexpected data)
 fn test_reusable_stream(stream: &mut Stream, unexpected_data_conn_count: &AtomicU64) -> bool {
     let mut buf = [0; 1];
     // tokio::task::unconstrained because now_or_never may yield None when the future is ready
