@@ -19,12 +19,15 @@ pub(crate) fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap()
 }
 
-pub(crate) struct Proc(pub Child);
+/// A running `tokentap run` and the config file written for it: killed and
+/// removed when dropped (a failing test too leaves nothing in /tmp).
+pub(crate) struct Proc(pub Child, std::path::PathBuf);
 
 impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        let _ = std::fs::remove_file(&self.1);
     }
 }
 
@@ -50,7 +53,7 @@ pub(crate) async fn run_tokentap(
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let proc = Proc(child);
+    let proc = Proc(child, path);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Ok(r) = client::send(admin, "GET", "/readyz", &[], b"").await {
