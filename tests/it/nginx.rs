@@ -168,9 +168,23 @@ fn max_ms(v: &[f64]) -> f64 {
     v.iter().cloned().fold(0.0, f64::max) * 1e3
 }
 
+/// Every event relayed at once: the median nginx delay under 2 ms and all
+/// but the two largest under 5 ms (this VM stalls a process for 7–20 ms
+/// now and then, an event or two of a stream), none below −0.5 ms. A
+/// buffering nginx holds most of the 16 events 15 ms apart by more.
+fn relayed_at_once(delays: &[f64]) {
+    let mut d = delays.to_vec();
+    d.sort_by(f64::total_cmp);
+    assert!(d.len() >= 3, "{d:?}");
+    assert!(d[d.len() / 2] < 0.002, "median: {d:?}");
+    assert!(d[d.len() - 3] < 0.005, "more than two events held: {d:?}");
+    assert!(d[0] > -0.0005, "{d:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nginx_without_buffering_relays_and_adds_little() {
     let _g = serial().await;
+    let (mut ttfts, mut paths) = (Vec::new(), Vec::new());
     for p in through_nginx(false, false).await {
         let ttft = p.ttft.unwrap();
         println!(
@@ -180,18 +194,17 @@ async fn nginx_without_buffering_relays_and_adds_little() {
             p.buffered_share
         );
         assert!(!p.buffered, "{p:?}");
-        assert!(
-            ttft > 0.0 && ttft < 0.005,
-            "small and positive: {:.3} ms",
-            ttft * 1e3
-        );
-        let path = p.request_path.unwrap();
-        assert!(path > 0.0 && path < 0.005);
-        assert!(
-            p.relay_delays.iter().all(|d| *d > 0.0 && *d < 0.005),
-            "{:?}",
-            p.relay_delays
-        );
+        relayed_at_once(&p.relay_delays);
+        ttfts.push(ttft);
+        paths.push(p.request_path.unwrap());
+    }
+    // Small and positive over the five streams (one may meet a host stall;
+    // a buffering nginx holds the first token for the whole stream, 250 ms).
+    for (what, mut v) in [("TTFT overhead", ttfts), ("request path", paths)] {
+        v.sort_by(f64::total_cmp);
+        let median = v[v.len() / 2];
+        assert!(median > 0.0 && median < 0.005, "{what}: {v:?}");
+        assert!(v.iter().all(|x| *x > -0.0005 && *x < 0.05), "{what}: {v:?}");
     }
 }
 
@@ -205,11 +218,7 @@ async fn nginx_buffering_alone_does_not_hold_a_stream_for_a_fast_client() {
             max_ms(&p.relay_delays)
         );
         assert!(!p.buffered, "{p:?}");
-        assert!(
-            p.relay_delays.iter().all(|d| *d < 0.005),
-            "{:?}",
-            p.relay_delays
-        );
+        relayed_at_once(&p.relay_delays);
     }
 }
 
