@@ -151,6 +151,9 @@ pub struct BodyReader {
     rewind_buf_len: usize,
     upstream: bool,
     body_buf_overread: Option<BytesMut>,
+    /// The last read from the stream got less than it asked for (patched
+    /// by tokentap, pingora-core 0006): the kernel had nothing more then.
+    short_read: bool,
 }
 
 /// `{size:X}\r\n` (upper-case hex, no leading zeros) into `out`.
@@ -174,7 +177,24 @@ impl BodyReader {
             rewind_buf_len: 0,
             upstream,
             body_buf_overread: None,
+            short_read: false,
         }
+    }
+
+    /// The next body read would wait for the stream: nothing of the body is
+    /// buffered and the last read from the stream was short, so the
+    /// kernel had nothing more then and the reactor marked the stream not
+    /// ready (a read now finds nothing, without a system call, through
+    /// every layer of the stream). Patched by tokentap (pingora-core
+    /// 0006): `HttpSession::try_read_response_task` asks it after every
+    /// response piece. `false` where unsure.
+    pub fn waits_for_io(&self) -> bool {
+        self.short_read
+            && self.rewind_buf_len == 0
+            && matches!(
+                self.body_state,
+                PS::Partial(..) | PS::UntilClose(..) | PS::Chunked(_, 0, 0, _)
+            )
     }
 
     pub fn need_init(&self) -> bool {
@@ -435,6 +455,7 @@ impl BodyReader {
                 .read_buf(body_buf)
                 .await
                 .or_err(ReadError, "when reading body")?;
+            self.short_read = n < read_size;
         }
         match self.body_state {
             PS::Partial(read, to_read) => {
@@ -489,6 +510,7 @@ impl BodyReader {
                 .read_buf(body_buf)
                 .await
                 .or_err(ReadError, "when reading body")?;
+            self.short_read = n < read_size;
         }
         match self.body_state {
             PS::UntilClose(read) => {
@@ -527,6 +549,7 @@ impl BodyReader {
                                 .read_buf(body_buf)
                                 .await
                                 .or_err(ReadError, "when reading body")?;
+                            self.short_read = existing_buf_end < read_size;
                         }
                     } else {
                         /* existing_buf_end != 0 this is partial chunk head */
@@ -560,6 +583,9 @@ impl BodyReader {
                             .read_buf(body_buf)
                             .await
                             .or_err(ReadError, "when reading body")?;
+                        // Not counted as short: the head's compaction
+                        // asked for less than a whole buffer.
+                        self.short_read = false;
                         if new_bytes == 0 {
                             self.body_state = self.body_state.done(0);
                             return Error::e_explain(
@@ -2091,6 +2117,42 @@ mod tests {
         let second = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
         assert_eq!(body_reader.get_body(&second), b"bc");
         assert!(body_reader.body_buf.as_ref().unwrap().capacity() < BODY_BUFFER_SIZE);
+    }
+
+    #[tokio::test]
+    async fn waits_for_io_only_when_drained_by_a_short_read() {
+        init_log();
+        // Two chunks in one read, then one more and the end in another.
+        let mut mock_io = Builder::new()
+            .read(b"1\r\na\r\n1\r\nb\r\n")
+            .read(b"1\r\nc\r\n0\r\n\r\n")
+            .build();
+        let mut body_reader = BodyReader::new(true);
+        body_reader.init_chunked(b"");
+        assert!(!body_reader.waits_for_io(), "nothing read yet");
+        let res = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
+        assert_eq!(body_reader.get_body(&res), b"a");
+        assert!(!body_reader.waits_for_io(), "b came with a");
+        let res = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
+        assert_eq!(body_reader.get_body(&res), b"b");
+        assert!(body_reader.waits_for_io(), "drained, and the read was short");
+        let res = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
+        assert_eq!(body_reader.get_body(&res), b"c");
+        assert!(!body_reader.waits_for_io(), "the end came with c");
+
+        // A read that filled the buffer: more may be waiting in the kernel.
+        let mut mock_io = Builder::new().read(b"abcd").build();
+        let mut body_reader = BodyReader::new(true);
+        body_reader.body_buf_size = 4;
+        body_reader.init_content_length(8, b"");
+        let res = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
+        assert_eq!(body_reader.get_body(&res), b"abcd");
+        assert!(!body_reader.waits_for_io(), "a full read is not a drained stream");
+
+        // A body that came with its head is buffered.
+        let mut body_reader = BodyReader::new(true);
+        body_reader.init_content_length(8, b"ab");
+        assert!(!body_reader.waits_for_io());
     }
 
     #[tokio::test]

@@ -977,6 +977,12 @@ impl HttpSession {
     /// task whether the next one came with it.
     pub fn try_read_response_task(&mut self) -> Option<Result<HttpTask>> {
         use futures::FutureExt;
+        // Nothing buffered and the stream drained by a short read: the
+        // read below would find nothing, at the cost of a trip through
+        // every layer of the stream (pingora-core 0006).
+        if !self.should_read_resp_header() && self.body_reader.waits_for_io() {
+            return None;
+        }
         let read_timeout = self.read_timeout.take();
         let task = self.read_response_task().now_or_never();
         self.read_timeout = read_timeout;
