@@ -52,10 +52,6 @@ async fn latencies(addr: SocketAddr, n: usize) -> Vec<f64> {
     out
 }
 
-fn median(v: &[f64]) -> f64 {
-    v[v.len() / 2]
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slowloris_is_cut_at_the_head_deadline_and_a_normal_client_keeps_its_latency() {
     let _g = serial().await;

@@ -342,6 +342,13 @@ pub async fn raw_exchange(addr: SocketAddr, request: &[u8]) -> RawReads {
     RawReads { reads }
 }
 
+/// The middle value of `xs` (the upper one of an even count).
+pub fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// Milliseconds, for messages.
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0

@@ -175,12 +175,6 @@ pub fn timings(body: &[u8]) -> serde_json::Value {
         .expect("llama-server reports its timings")
 }
 
-pub fn median(xs: &[f64]) -> f64 {
-    let mut v = xs.to_vec();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 pub fn f(v: &serde_json::Value, k: &str) -> f64 {
     v[k].as_f64().unwrap_or_else(|| panic!("{k} in {v}"))
 }
