@@ -418,7 +418,7 @@ async fn a_tap_stopped_while_an_event_arrives_times_it_at_its_arrival() {
         let _ = std::fs::remove_file(&log);
         let extra = format!("    record_log:\n      path: {}\n{timeouts}", log.display());
         let (proc, tap, _admin) = crate::process::run_tokentap(behind.addr, &extra).await;
-        let pid = proc.0.id();
+        let pid = proc.child.id();
         let id = format!("stopped-{socket}");
         let client = {
             let id = id.clone();

@@ -4,30 +4,16 @@
 //! the process exits within the bound.
 
 use crate::collector::{counter_total, Collector, Mode};
+use crate::process::{ready, spawn, Proc};
 use crate::support::*;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokentap_net::client;
 use tokentap_sim::Profile;
-
-struct Proc {
-    child: Child,
-    tap: SocketAddr,
-    admin: SocketAddr,
-    config: PathBuf,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.config);
-    }
-}
 
 fn yaml(tap: SocketAddr, admin: SocketAddr, upstream: SocketAddr, server: &str) -> String {
     yaml_with(tap, admin, upstream, server, "", "")
@@ -52,36 +38,10 @@ async fn start(upstream: SocketAddr, server: &str) -> Proc {
 }
 
 async fn start_with(upstream: SocketAddr, server: &str, top: &str, extra: &str) -> Proc {
-    let (tap, admin) = (free_addr(), free_addr());
-    let config = std::env::temp_dir().join(format!(
-        "tokentap-life-{}-{}.yaml",
-        std::process::id(),
-        tap.port()
-    ));
-    std::fs::write(&config, yaml_with(tap, admin, upstream, server, top, extra)).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_tokentap"))
-        .args(["run", "-c"])
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let p = Proc {
-        child,
-        tap,
-        admin,
-        config,
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ready(p.admin).await {
-        assert!(Instant::now() < deadline, "tokentap did not become ready");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    p
-}
-
-async fn ready(admin: SocketAddr) -> bool {
-    matches!(client::send(admin, "GET", "/readyz", &[], b"").await, Ok(r) if r.status == 200)
+    spawn("life", |tap, admin| {
+        yaml_with(tap, admin, upstream, server, top, extra)
+    })
+    .await
 }
 
 fn signal(p: &Proc, sig: &str) {

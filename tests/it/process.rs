@@ -4,6 +4,8 @@
 
 use crate::support::*;
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use tokentap_net::client;
@@ -19,52 +21,72 @@ pub(crate) fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap()
 }
 
-/// A running `tokentap run` and the config file written for it: killed and
-/// removed when dropped (a failing test too leaves nothing in /tmp).
-pub(crate) struct Proc(pub Child, std::path::PathBuf);
+/// A running `tokentap run`, its tap and admin addresses and the config file
+/// written for it: killed and removed when dropped (a failing test too
+/// leaves nothing in /tmp).
+pub(crate) struct Proc {
+    pub child: Child,
+    pub tap: SocketAddr,
+    pub admin: SocketAddr,
+    pub config: PathBuf,
+}
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        let _ = std::fs::remove_file(&self.1);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.config);
     }
 }
 
-/// Starts `tokentap run` with one tap in front of `upstream`; returns when ready.
-pub(crate) async fn run_tokentap(
-    upstream: std::net::SocketAddr,
-    extra: &str,
-) -> (Proc, std::net::SocketAddr, std::net::SocketAddr) {
+/// Starts `tokentap run` on the config `yaml(tap, admin)` writes (to
+/// `tokentap-{name}-*.yaml` in the temp dir); returns when `/readyz` is 200.
+pub(crate) async fn spawn(name: &str, yaml: impl FnOnce(SocketAddr, SocketAddr) -> String) -> Proc {
     let (tap, admin) = (free_addr(), free_addr());
-    let yaml = format!(
-        "admin:\n  listen: {admin}\ntaps:\n  - name: p\n    boundary: engine\n    listen: {tap}\n    upstream: http://{upstream}\n{extra}"
-    );
-    let path = std::env::temp_dir().join(format!(
-        "tokentap-proc-{}-{}.yaml",
+    let config = std::env::temp_dir().join(format!(
+        "tokentap-{name}-{}-{}.yaml",
         std::process::id(),
         tap.port()
     ));
-    std::fs::write(&path, yaml).unwrap();
+    std::fs::write(&config, yaml(tap, admin)).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_tokentap"))
         .args(["run", "-c"])
-        .arg(&path)
+        .arg(&config)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let proc = Proc(child, path);
+    let p = Proc {
+        child,
+        tap,
+        admin,
+        config,
+    };
     let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(r) = client::send(admin, "GET", "/readyz", &[], b"").await {
-            if r.status == 200 {
-                break;
-            }
-        }
+    while !ready(p.admin).await {
         assert!(Instant::now() < deadline, "tokentap did not become ready");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    (proc, tap, admin)
+    p
+}
+
+pub(crate) async fn ready(admin: SocketAddr) -> bool {
+    matches!(client::send(admin, "GET", "/readyz", &[], b"").await, Ok(r) if r.status == 200)
+}
+
+/// Starts `tokentap run` with one tap in front of `upstream`; returns when ready.
+pub(crate) async fn run_tokentap(
+    upstream: SocketAddr,
+    extra: &str,
+) -> (Proc, SocketAddr, SocketAddr) {
+    let p = spawn("proc", |tap, admin| {
+        format!(
+            "admin:\n  listen: {admin}\ntaps:\n  - name: p\n    boundary: engine\n    listen: {tap}\n    upstream: http://{upstream}\n{extra}"
+        )
+    })
+    .await;
+    let (tap, admin) = (p.tap, p.admin);
+    (p, tap, admin)
 }
 
 /// Peak-RSS growth of a tokentap process while a 50 MiB SSE line passes.
@@ -79,7 +101,7 @@ async fn growth_during_huge_line(extra: &str) -> (u64, String) {
     for _ in 0..20 {
         post(tap, &[], &chat(true, true)).await;
     }
-    let pid = proc.0.id();
+    let pid = proc.child.id();
     let before = status_kib(pid, "VmHWM:");
     let huge = 50 * 1024 * 1024;
     let opts = format!("fault=huge-line:{huge}");
@@ -162,7 +184,7 @@ async fn an_idle_tap_does_not_wake_up() {
         let r = post(tap, &[], &chat(i % 2 == 0, true)).await;
         assert_eq!(r.status, 200);
     }
-    let pid = proc.0.id();
+    let pid = proc.child.id();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let (before, names) = wake_ups(pid);
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -199,7 +221,7 @@ async fn a_thousand_open_streams_fit_in_64_mib() {
         ..Profile::default()
     });
     let (proc, tap, _admin) = run_tokentap(behind.addr, "").await;
-    let pid = proc.0.id();
+    let pid = proc.child.id();
     let idle = status_kib(pid, "VmRSS:");
     let mut clients = Vec::new();
     for i in 0..STREAMS {

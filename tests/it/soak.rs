@@ -46,7 +46,7 @@ async fn soak_concurrent_slow_streams_arrive_whole_with_flat_memory() {
         ..Profile::default()
     });
     let (proc, tap, admin) = run_tokentap(behind.addr, "").await;
-    let pid = proc.0.id();
+    let pid = proc.child.id();
     let (fds_start, rss_start) = (fds(pid), status_kib(pid, "VmRSS:"));
 
     let ok = Arc::new(AtomicU64::new(0));

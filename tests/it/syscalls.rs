@@ -96,7 +96,7 @@ async fn a_streamed_event_costs_one_upstream_read() {
         let headers = [("content-type", "application/json")];
         // Warm: the upstream connection pooled, stamping on.
         assert!(post(tap, &headers, &chat(true, true)).await.complete);
-        let mut strace = Strace::attach(proc.0.id(), socket);
+        let mut strace = Strace::attach(proc.child.id(), socket);
         tokio::time::sleep(Duration::from_millis(500)).await; // attached
         for _ in 0..STREAMS {
             let r = post(tap, &headers, &chat(true, true)).await;
