@@ -404,8 +404,7 @@ async fn a_tap_stopped_while_an_event_arrives_times_it_at_its_arrival() {
         output_tokens: 3,
         ..Profile::default()
     });
-    let dir = std::env::temp_dir().join(format!("tokentap-stopped-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("stopped");
     let sockets = [
         ("pingora", ""),
         (
@@ -414,8 +413,7 @@ async fn a_tap_stopped_while_an_event_arrives_times_it_at_its_arrival() {
         ),
     ];
     for (socket, timeouts) in sockets {
-        let log = dir.join(format!("{socket}.jsonl"));
-        let _ = std::fs::remove_file(&log);
+        let log = dir.path().join(format!("{socket}.jsonl"));
         let extra = format!("    record_log:\n      path: {}\n{timeouts}", log.display());
         let (proc, tap, _admin) = crate::process::run_tokentap(behind.addr, &extra).await;
         let pid = proc.child.id();
@@ -480,5 +478,4 @@ async fn a_tap_stopped_while_an_event_arrives_times_it_at_its_arrival() {
             ms(truth_gap)
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

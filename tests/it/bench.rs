@@ -18,10 +18,11 @@ use tokio::net::{TcpListener, TcpStream};
 #[test]
 fn bench_smoke_finds_no_pathology_through_tokentap() {
     let _g = serial_blocking();
-    let out = std::env::temp_dir().join(format!("tokentap-bench-{}", std::process::id()));
+    let scratch = scratch("bench");
+    let out = scratch.path();
     let run = Command::new(env!("CARGO_BIN_EXE_tokentap"))
         .args(["bench", "--smoke", "--out"])
-        .arg(&out)
+        .arg(out)
         .output()
         .unwrap();
     let md = String::from_utf8_lossy(&run.stdout);
@@ -35,7 +36,7 @@ fn bench_smoke_finds_no_pathology_through_tokentap() {
     // Every streaming row was matched against the simulator and complete.
     let results: serde_json::Value = serde_json::from_slice(
         &std::fs::read(
-            std::fs::read_dir(&out)
+            std::fs::read_dir(out)
                 .unwrap()
                 .filter_map(Result::ok)
                 .map(|e| e.path().join("results.json"))
@@ -54,7 +55,6 @@ fn bench_smoke_finds_no_pathology_through_tokentap() {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// A relay that holds every upstream read for `hold` and writes two reads
@@ -190,13 +190,12 @@ async fn the_rate_sweep_sends_at_the_offered_rate_and_the_stream_cell_counts_eve
 async fn the_accuracy_cell_matches_the_record_log_and_sees_a_coalescing_middlebox() {
     let _g = serial().await;
     let sim = numbered_sim();
-    let dir = std::env::temp_dir().join(format!("tokentap-it-s6-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = scratch("it-s6");
+    let dir = scratch.path();
     let log = dir.join("records.jsonl");
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_tokentap"));
-    let tap = systems::start_recording_tokentap(sim.addr, &dir, bin, false, &log).unwrap();
-    let hap = systems::start_haproxy_defaults(tap.addr, &dir, false)
+    let tap = systems::start_recording_tokentap(sim.addr, dir, bin, false, &log).unwrap();
+    let hap = systems::start_haproxy_defaults(tap.addr, dir, false)
         .expect("haproxy is installed by scripts/deps.sh");
     let mix = [(
         Profile {
@@ -234,5 +233,4 @@ async fn the_accuracy_cell_matches_the_record_log_and_sees_a_coalescing_middlebo
     // ... while tokentap's median gap stays the simulator's (a generous
     // guard: a tap fooled by the merging would see ~0).
     assert!((b.itl_p50_tap - b.itl_p50_truth).abs() < 2_000.0, "{b:?}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -14,7 +14,7 @@
 //!   unit tests); the compose file references only files that exist and
 //!   `docker-compose config -q` accepts it.
 
-use crate::support::free_addr;
+use crate::support::{free_addr, scratch};
 use serde_json::Value;
 use std::collections::{BTreeSet, HashSet};
 use std::net::SocketAddr;
@@ -579,9 +579,8 @@ pub fn enc(s: &str) -> String {
 async fn every_panel_query_returns_data_from_a_real_prometheus() {
     let _g = crate::support::serial().await;
     let bin = env!("CARGO_BIN_EXE_tokentap");
-    let dir = std::env::temp_dir().join(format!("tokentap-dash-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = scratch("dash");
+    let dir = scratch.path();
     let collector = crate::collector::Collector::start(crate::collector::Mode::Ok);
     let [sim, guard_sim, gw, gw2, edge, gw_tap, gw_out, engine, guard, admin, prom] =
         std::array::from_fn::<SocketAddr, 11, _>(|_| free_addr());
@@ -674,7 +673,7 @@ async fn every_panel_query_returns_data_from_a_real_prometheus() {
         ),
     )
     .unwrap();
-    start_prometheus(&mut procs, &dir, prom);
+    start_prometheus(&mut procs, dir, prom);
     // The compose stack's own traffic script.
     procs.spawn(
         Command::new("sh")
@@ -750,5 +749,4 @@ async fn every_panel_query_returns_data_from_a_real_prometheus() {
     );
     assert!(value(&joined) > 10.0 * value(&unknown).max(1.0) || value(&unknown) == 0.0);
     drop(procs);
-    let _ = std::fs::remove_dir_all(&dir);
 }

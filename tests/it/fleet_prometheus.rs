@@ -50,9 +50,8 @@ fn report_figure(r: &Value, path: &[&str]) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_prometheus_gives_one_processs_capacity_knee_and_fairness_for_two_instances() {
     let _g = crate::support::serial().await;
-    let dir = std::env::temp_dir().join(format!("tokentap-fleet-prom-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = crate::support::scratch("fleet-prom");
+    let dir = scratch.path();
     let bin = env!("CARGO_BIN_EXE_tokentap");
     let (sim, prom) = (free_addr(), free_addr());
     let mut procs = Procs::default();
@@ -111,7 +110,7 @@ async fn a_live_prometheus_gives_one_processs_capacity_knee_and_fairness_for_two
         ),
     )
     .unwrap();
-    start_prometheus(&mut procs, &dir, prom);
+    start_prometheus(&mut procs, dir, prom);
     // Each instance gets half of a sweep: the engine sees 2, 4, 8, 12.
     let started = Instant::now();
     let mut drivers: Vec<_> = instances
@@ -230,5 +229,4 @@ async fn a_live_prometheus_gives_one_processs_capacity_knee_and_fairness_for_two
     }
     near(jain, one_jain, 0.05, "Jain index of tenants' TTFT");
     drop(procs);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -280,16 +280,16 @@ async fn taps_on_five_machines_are_attributed_by_joiners_as_in_one_process() {
         async move { forward(&req, &targets).await }
     });
 
-    let dir = std::env::temp_dir().join(format!("tokentap-fleet-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = scratch("fleet");
+    let dir = scratch.path();
     let bin = env!("CARGO_BIN_EXE_tokentap");
     let (sim_engine, sim_guard) = (net.sock(simh, 8000), net.sock(simh, 8001));
     let admin = |h| net.sock(h, 9464);
     let edge_cfg = write(
-        &dir,
+        dir,
         "edge.yaml",
         &tap(
-            &dir,
+            dir,
             "edge",
             "gateway",
             net.sock(edge, 8080),
@@ -300,10 +300,10 @@ async fn taps_on_five_machines_are_attributed_by_joiners_as_in_one_process() {
         ),
     );
     let eng_cfg = write(
-        &dir,
+        dir,
         "engine.yaml",
         &tap(
-            &dir,
+            dir,
             "engine",
             "engine",
             net.sock(engtap, 8080),
@@ -314,10 +314,10 @@ async fn taps_on_five_machines_are_attributed_by_joiners_as_in_one_process() {
         ),
     );
     let guard_cfg = write(
-        &dir,
+        dir,
         "guard.yaml",
         &tap(
-            &dir,
+            dir,
             "guard",
             "guardrail",
             net.sock(guard, 8080),
@@ -328,7 +328,7 @@ async fn taps_on_five_machines_are_attributed_by_joiners_as_in_one_process() {
         ),
     );
     let join_cfg = write(
-        &dir,
+        dir,
         "join.yaml",
         &format!(
             "receiver:\n  grpc_listen: {}\n  http_listen: {}\nadmin:\n  listen: {}\ncorrelation:\n  settle_seconds: 1.5\n",
@@ -602,7 +602,6 @@ async fn taps_on_five_machines_are_attributed_by_joiners_as_in_one_process() {
         PROCESSING_MS + RELAY_MS
     );
     drop(procs.0.drain(..).collect::<Procs>());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 impl FromIterator<Child> for Procs {

@@ -13,7 +13,7 @@
 use crate::analyses::{body, sim_engine, Rig};
 use crate::gateway::{GatewayConfig, TestGateway};
 use crate::support::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 use tokentap_core::analysis::span_report::read_jsonl;
@@ -47,10 +47,8 @@ const HEADINGS: [&str; 10] = [
     "### 10. Guardrail overhead",
 ];
 
-fn out_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tokentap-report-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+fn out_dir(name: &str) -> tempfile::TempDir {
+    scratch(&format!("report-{name}"))
 }
 
 fn tokentap_report(records: &[&Path], out: &Path, extra: &[&str]) {
@@ -106,10 +104,11 @@ fn check_percentiles(v: &serde_json::Value, path: &str, checked: &mut usize) {
 #[test]
 fn report_on_the_fixture_has_every_section_and_the_page_opens_in_chromium() {
     let _g = serial_blocking();
-    let out = out_dir("fixture");
+    let scratch = out_dir("fixture");
+    let out = scratch.path();
     tokentap_report(
         &[Path::new(FIXTURE)],
-        &out,
+        out,
         &[
             "--window-seconds",
             "1.5",
@@ -199,7 +198,6 @@ fn report_on_the_fixture_has_every_section_and_the_page_opens_in_chromium() {
             assert!(rest[..end].contains("<svg"), "{anchor} has no SVG");
         }
     }
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// The DOM Chromium built from `page`; fails on any console message of
@@ -219,12 +217,12 @@ fn chromium_dom(page: &Path) -> String {
             "--v=0",
             "--virtual-time-budget=2000",
         ])
-        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg("--dump-dom")
         .arg(format!("file://{}", page.canonicalize().unwrap().display()))
         .output()
         .unwrap();
-    let _ = std::fs::remove_dir_all(&profile);
+    drop(profile);
     let stderr = String::from_utf8_lossy(&o.stderr);
     let console: Vec<&str> = stderr
         .lines()
@@ -389,9 +387,8 @@ async fn gateway_run() -> String {
         relay_delay: Duration::from_millis(1),
         strip_traceparent: false,
     });
-    let dir = std::env::temp_dir().join(format!("tokentap-fixture-gw-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = scratch("fixture-gw");
+    let dir = scratch.path();
     let log = |name: &str| {
         format!(
             "    record_log:\n      path: {}\n",
@@ -441,6 +438,5 @@ async fn gateway_run() -> String {
         out.push_str(&std::fs::read_to_string(&path).unwrap());
     }
     drop(m);
-    let _ = std::fs::remove_dir_all(&dir);
     out
 }

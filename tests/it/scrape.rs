@@ -54,14 +54,14 @@ async fn promtool_accepts_a_scrape_with_every_kind_of_request() {
     });
     // Analyses with the simulator's own /metrics scraped as an engine, and a
     // record log, so that their series are in the scrape too.
-    let dir = std::env::temp_dir().join(format!("tokentap-scrape-{}", std::process::id()));
+    let dir = scratch("scrape");
     let top = format!(
         "analysis:\n  window_seconds: 3600\n  slo:\n    ttft_ms: 500\n  engines:\n    - name: sim\n      url: http://{}/metrics\n      interval_seconds: 0.1\n",
         behind.addr
     );
     let log = format!(
         "    record_log:\n      path: {}\n",
-        dir.join("r.jsonl").display()
+        dir.path().join("r.jsonl").display()
     );
     let tap = Tap::start_top(
         &format!("http://{}", behind.addr),
@@ -123,7 +123,6 @@ async fn promtool_accepts_a_scrape_with_every_kind_of_request() {
         assert!(scrape.contains(series), "{series} missing");
     }
     assert!(!scrape.contains("tokentap_engine_scrapes_total{engine=\"sim\",result=\"ok\"} 0"));
-    let _ = std::fs::remove_dir_all(&dir);
     let lint = promtool_check(&scrape);
     println!(
         "promtool check metrics: ok ({} bytes scraped) {lint}",

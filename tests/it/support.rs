@@ -26,6 +26,15 @@ pub fn serial_blocking() -> tokio::sync::MutexGuard<'static, ()> {
     SERIAL.blocking_lock()
 }
 
+/// A new directory in the temp dir (`tokentap-{name}-*`), removed with
+/// everything in it when dropped: when the test ends, and when it fails.
+pub fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("tokentap-{name}-"))
+        .tempdir()
+        .unwrap()
+}
+
 /// A loopback address nothing listens on now, its port below the
 /// kernel's ephemeral range. A port from binding port 0 is an ephemeral
 /// one: until the server under test binds it, any outgoing connection of

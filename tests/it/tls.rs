@@ -3,7 +3,7 @@
 
 use crate::support::*;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 use tokentap_core::record::{ErrorType, Outcome};
 use tokentap_sim::{Profile, SimArgs, Simulator};
@@ -26,17 +26,12 @@ fn make_pki(dir: &Path) {
     std::fs::write(dir.join("server.key"), leaf_key.serialize_pem()).unwrap();
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tokentap-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_upstream_with_configured_ca_streams_byte_exact() {
     let _g = serial().await;
-    let dir = temp_dir("tls");
-    make_pki(&dir);
+    let scratch = scratch("tls");
+    let dir = scratch.path();
+    make_pki(dir);
     let profile = Profile {
         ttft_ms: 5.0,
         itl_ms: 2.0,
@@ -55,7 +50,7 @@ async fn https_upstream_with_configured_ca_streams_byte_exact() {
     let plain = sim(profile);
     let upstream = format!("https://localhost:{}", tls_sim.addr.port());
 
-    let tap = Tap::start_with(&upstream, "    tls:\n      ca_file: ca.pem\n", &dir);
+    let tap = Tap::start_with(&upstream, "    tls:\n      ca_file: ca.pem\n", dir);
     for i in 0..3 {
         let id = format!("tls-{i}");
         let h = [
@@ -84,7 +79,7 @@ async fn https_upstream_with_configured_ca_streams_byte_exact() {
     drop(tap);
 
     // Without the CA (system roots only) the self-signed chain is refused.
-    let strict = Tap::start_with(&upstream, "", &dir);
+    let strict = Tap::start_with(&upstream, "", dir);
     let r = post(
         strict.addr,
         &[("x-request-id", "tls-untrusted")],
@@ -100,8 +95,7 @@ async fn https_upstream_with_configured_ca_streams_byte_exact() {
     drop(strict);
 
     // Verification can be switched off explicitly.
-    let lax = Tap::start_with(&upstream, "    tls:\n      verify: false\n", &dir);
+    let lax = Tap::start_with(&upstream, "    tls:\n      verify: false\n", dir);
     let r = post(lax.addr, &[("x-request-id", "tls-lax")], &chat(true, false)).await;
     assert_eq!(r.status, 200);
-    std::fs::remove_dir_all(dir).ok();
 }

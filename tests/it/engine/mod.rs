@@ -101,9 +101,8 @@ async fn ttft_and_the_decode_span_match_the_official_openai_clients_timings() {
     let engine = Engine::start();
     let tap = Tap::start(&engine.url(), "");
     teach(&tap).await;
-    let dir = std::env::temp_dir().join(format!("tokentap-engine-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let prompt_file = dir.join("prompt.txt");
+    let dir = scratch("engine");
+    let prompt_file = dir.path().join("prompt.txt");
     std::fs::write(&prompt_file, words(1_200, 2)).unwrap();
     let base = format!("http://{}/v1", tap.addr);
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/engine_client.py");
@@ -119,7 +118,7 @@ async fn ttft_and_the_decode_span_match_the_official_openai_clients_timings() {
     })
     .await
     .unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(dir);
     assert!(
         out.status.success(),
         "the openai client failed (`make deps` installs it):\n{}",
