@@ -11,6 +11,9 @@
 use super::*;
 use crate::proxy_cache::{range_filter::RangeBodyFilter, ServeFromCache};
 use crate::proxy_h1::send_body_to1;
+use futures::task::AtomicWaker;
+use std::pin::pin;
+use std::task::{Context, Wake, Waker};
 
 /// The session is one the direct relay handles.
 pub(crate) fn direct_applies(session: &Session, upgrade_request: bool) -> bool {
@@ -151,6 +154,9 @@ where
         // written to its end.
         let mut upstream_response_done = false;
         let mut response_done = false;
+        // Whether the client's idle read need be polled again (see `Idle`):
+        // armed once the response is a stream.
+        let mut idle = Idle::default();
 
         while !response_done || !downstream_done {
             tokio::select! {
@@ -213,6 +219,9 @@ where
                     if let Some(e) = failed {
                         return Err(e);
                     }
+                    if !response_done {
+                        idle.arm();
+                    }
                     if response_done && !upstream_response_done {
                         // The client's framing ended before the upstream's:
                         // unread bytes are left on the upstream connection.
@@ -221,7 +230,7 @@ where
                     }
                 },
 
-                body = session.downstream_session.read_body_or_idle(downstream_done),
+                body = idle.poll(downstream_done, session.downstream_session.read_body_or_idle(downstream_done)),
                     if !downstream_done || !response_done => {
                     let body = body.map_err(|e| e.into_down())?;
                     if downstream_done {
@@ -350,5 +359,187 @@ where
                 *send_error = Some(e);
             }
         }
+    }
+}
+
+/// Whether the client's side of the relay can have news. Once the request
+/// body is read, the client's side is an idle read (`read_body_or_idle`:
+/// a one-byte read that only a disconnect or stray bytes complete); the
+/// `select!` above drops it whenever the upstream's side is ready and
+/// makes it anew on the next turn, whose first poll walks every stream
+/// layer down to tokio's readiness again: once per relayed piece.
+///
+/// `Idle` polls the read with a waker of its own that notes being woken
+/// before it wakes the task. A pending idle read left that waker where it
+/// waits (tokio's readiness slot for the client socket, a stream layer's
+/// own timer), and the registration outlives the dropped future: until it
+/// is woken another poll would find nothing, so the new read is not
+/// polled, only the task's waker noted for `IdleWake` to wake. Only the
+/// idle read is left alone so, never a body read (pingora's body read
+/// timeout lives in its future and dies with it).
+#[derive(Default)]
+struct Idle(Option<(Arc<IdleWake>, Waker)>);
+
+/// The task's waker and the two flags `Idle` reads.
+#[derive(Default)]
+struct IdleWake {
+    task: AtomicWaker,
+    /// The last poll of an idle read returned pending.
+    pending: AtomicBool,
+    /// Woken since the last poll.
+    woken: AtomicBool,
+}
+
+impl Wake for IdleWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref()
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.task.wake();
+    }
+}
+
+impl Idle {
+    /// From now on, reads are polled with `Idle`'s waker. Not before a
+    /// response turns out to be a stream: what the relay polls once or
+    /// twice is not worth the allocation.
+    fn arm(&mut self) {
+        if self.0.is_none() {
+            let wake = Arc::new(IdleWake::default());
+            let waker = Waker::from(wake.clone());
+            self.0 = Some((wake, waker));
+        }
+    }
+
+    /// Polls `read` (an idle read when `idle`), with `Idle`'s waker once
+    /// armed, and then not while an idle read is pending and not woken
+    /// since.
+    async fn poll<T>(&self, idle: bool, read: impl Future<Output = T>) -> T {
+        let Some((wake, waker)) = &self.0 else {
+            return read.await;
+        };
+        let mut read = pin!(read);
+        poll_fn(|cx| {
+            // Before the flags are read: a wake after it reaches the task.
+            wake.task.register(cx.waker());
+            if idle && wake.pending.load(Ordering::Relaxed) && !wake.woken.load(Ordering::Acquire) {
+                return Poll::Pending;
+            }
+            wake.woken.store(false, Ordering::Release);
+            let polled = read.as_mut().poll(&mut Context::from_waker(waker));
+            wake.pending
+                .store(idle && polled.is_pending(), Ordering::Relaxed);
+            polled
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Mutex;
+
+    /// A read that stays pending, counting its polls and keeping the waker
+    /// it was last polled with, as tokio's readiness slot does.
+    struct Pending<'a> {
+        polls: &'a AtomicUsize,
+        waker: &'a Mutex<Option<Waker>>,
+    }
+
+    impl Future for Pending<'_> {
+        type Output = ();
+        fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            self.polls.fetch_add(1, Ordering::Relaxed);
+            *self.waker.lock().unwrap() = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    }
+
+    /// A task waker that counts its wakes.
+    #[derive(Default)]
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn an_idle_read_is_polled_again_only_once_woken() {
+        let mut idle = Idle::default();
+        idle.arm();
+        let task = Arc::new(Count::default());
+        let task_waker = Waker::from(task.clone());
+        let mut cx = Context::from_waker(&task_waker);
+        let polls = AtomicUsize::new(0);
+        let slot = Mutex::new(None);
+        let mut turn = |is_idle: bool| {
+            let read = Pending {
+                polls: &polls,
+                waker: &slot,
+            };
+            let mut polled = pin!(idle.poll(is_idle, read));
+            assert!(polled.as_mut().poll(&mut cx).is_pending());
+            polls.load(Ordering::Relaxed)
+        };
+
+        // A body read is polled every turn.
+        assert_eq!(turn(false), 1);
+        assert_eq!(turn(false), 2);
+        // The first idle read is polled; the next ones, with nothing woken,
+        // are not.
+        assert_eq!(turn(true), 3);
+        assert_eq!(turn(true), 3);
+        assert_eq!(turn(true), 3);
+        // What the dropped read registered wakes the task, and the next
+        // idle read is polled.
+        let registered = slot.lock().unwrap().take().unwrap();
+        registered.wake();
+        assert_eq!(task.0.load(Ordering::Relaxed), 1);
+        assert_eq!(turn(true), 4);
+        assert_eq!(turn(true), 4);
+        // A body read after an idle one is polled.
+        assert_eq!(turn(false), 5);
+    }
+
+    #[test]
+    fn an_unarmed_idle_polls_every_read() {
+        let idle = Idle::default();
+        let task_waker = Waker::from(Arc::new(Count::default()));
+        let mut cx = Context::from_waker(&task_waker);
+        let polls = AtomicUsize::new(0);
+        let slot = Mutex::new(None);
+        for n in 1..4 {
+            let read = Pending {
+                polls: &polls,
+                waker: &slot,
+            };
+            assert!(pin!(idle.poll(true, read)).poll(&mut cx).is_pending());
+            assert_eq!(polls.load(Ordering::Relaxed), n);
+            // The read saw the task's own waker.
+            let seen = slot.lock().unwrap().take().unwrap();
+            assert!(seen.will_wake(&task_waker));
+        }
+    }
+
+    #[test]
+    fn a_ready_idle_read_is_not_left_out() {
+        let mut idle = Idle::default();
+        idle.arm();
+        let task_waker = Waker::from(Arc::new(Count::default()));
+        let mut cx = Context::from_waker(&task_waker);
+        let mut polls = 0;
+        for _ in 0..3 {
+            let read = poll_fn(|_| {
+                polls += 1;
+                Poll::Ready(())
+            });
+            assert!(pin!(idle.poll(true, read)).poll(&mut cx).is_ready());
+        }
+        assert_eq!(polls, 3);
     }
 }
