@@ -66,10 +66,12 @@ deny: deps
 
 test: lint purity deny unit it deploy-check
 
-# The vendored pingora-core's own unit tests on the patched copy (not in
-# CI: its dev-dependencies build on the side, ~10 minutes cold).
+# The vendored pingora-core's and pingora-proxy's own unit tests on the
+# patched copies (not in CI: their dev-dependencies build on the side,
+# ~10 minutes each cold).
 vendor-test:
-	./scripts/vendor-test.sh
+	./scripts/vendor-test.sh pingora-core
+	./scripts/vendor-test.sh pingora-proxy
 
 demo: deps
 	$(CARGO) run --release --locked -- demo
