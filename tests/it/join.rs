@@ -392,12 +392,14 @@ async fn ten_times_max_traces_of_open_traces_keep_memory_bounded_and_count_evict
         format!("receiver:\n  grpc_listen: 127.0.0.1:0\n  http_listen: {http}\nadmin:\n  listen: {admin}\ncorrelation:\n  settle_seconds: 300\n  max_age_seconds: 600\n  max_traces: 2000\n"),
     )
     .unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tokentap"))
-        .args(["join", "-c"])
-        .arg(&cfg)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = KillOnDrop(
+        std::process::Command::new(env!("CARGO_BIN_EXE_tokentap"))
+            .args(["join", "-c"])
+            .arg(&cfg)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     while client::send(admin, "GET", "/readyz", &[], b"")
         .await

@@ -503,13 +503,15 @@ async fn the_access_log_is_json_lines_sampled_as_configured() {
     );
     let config = std::env::temp_dir().join(format!("tokentap-access-{}.yaml", std::process::id()));
     std::fs::write(&config, yaml).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tokentap"))
-        .args(["--log-format", "json", "run", "-c"])
-        .arg(&config)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_tokentap"))
+            .args(["--log-format", "json", "run", "-c"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
     let mut stderr = child.stderr.take().unwrap();
     let reader = std::thread::spawn(move || {
         let mut s = String::new();

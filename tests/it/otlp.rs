@@ -249,16 +249,6 @@ async fn otlp_metrics_equal_the_scrape_and_spans_follow_the_genai_conventions() 
     assert!(tap.sample("tokentap_otlp_exported_total{signal=\"traces\"}") >= requests.len() as f64);
 }
 
-/// Kills a child process when a test fails half-way.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn hex(b: &[u8]) -> String {
     b.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -525,20 +515,22 @@ async fn the_standard_environment_variables_configure_otlp() {
     );
     let path = std::env::temp_dir().join(format!("tokentap-otelenv-{}.yaml", std::process::id()));
     std::fs::write(&path, yaml).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tokentap"))
-        .args(["run", "-c"])
-        .arg(&path)
-        .env(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            format!("http://{}", collector.addr),
-        )
-        .env("OTEL_SERVICE_NAME", "llm-edge")
-        .env("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test")
-        .env("OTEL_METRICS_EXPORTER", "none")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_tokentap"))
+            .args(["run", "-c"])
+            .arg(&path)
+            .env(
+                "OTEL_EXPORTER_OTLP_ENDPOINT",
+                format!("http://{}", collector.addr),
+            )
+            .env("OTEL_SERVICE_NAME", "llm-edge")
+            .env("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=test")
+            .env("OTEL_METRICS_EXPORTER", "none")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     while tokentap_net::client::send(admin, "GET", "/readyz", &[], b"")
         .await

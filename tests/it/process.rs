@@ -264,20 +264,22 @@ async fn a_thousand_open_streams_fit_in_64_mib() {
 fn demo_stops_on_ctrl_c() {
     let _g = serial_blocking();
     let (listen, admin) = (free_addr(), free_addr());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tokentap"))
-        .args([
-            "demo",
-            "--interval",
-            "1",
-            "--listen",
-            &listen.to_string(),
-            "--admin",
-            &admin.to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_tokentap"))
+            .args([
+                "demo",
+                "--interval",
+                "1",
+                "--listen",
+                &listen.to_string(),
+                "--admin",
+                &admin.to_string(),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

@@ -26,6 +26,31 @@ pub fn serial_blocking() -> tokio::sync::MutexGuard<'static, ()> {
     SERIAL.blocking_lock()
 }
 
+/// A child process killed (and reaped) when dropped: a test that fails
+/// half-way leaves no process behind holding its ports. Derefs to the
+/// `Child`.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = std::process::Child;
+    fn deref(&self) -> &std::process::Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut std::process::Child {
+        &mut self.0
+    }
+}
+
 /// A new directory in the temp dir (`tokentap-{name}-*`), removed with
 /// everything in it when dropped: when the test ends, and when it fails.
 pub fn scratch(name: &str) -> tempfile::TempDir {
