@@ -413,8 +413,8 @@ async fn every_capture_through_a_tap_is_forwarded_byte_exact_and_measured() {
     let _g = serial().await;
     let captures = Arc::new(load());
     let upstream = replay_upstream(captures.clone()).await;
-    let log = std::env::temp_dir().join(format!("tokentap-captures-{}.jsonl", std::process::id()));
-    let _ = std::fs::remove_file(&log);
+    let scratch = scratch("captures");
+    let log = scratch.path().join("records.jsonl");
     let extra = format!("    record_log:\n      path: {}\n", log.display());
     let tap = Tap::start(&format!("http://{upstream}"), &extra);
     for c in captures.iter() {
@@ -454,7 +454,6 @@ async fn every_capture_through_a_tap_is_forwarded_byte_exact_and_measured() {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let _ = std::fs::remove_file(&log);
     assert_eq!(lines.len(), want, "one record-log line per request");
     for l in &lines {
         let id = l["request_id"].as_str().unwrap();

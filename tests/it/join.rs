@@ -386,7 +386,8 @@ async fn ten_times_max_traces_of_open_traces_keep_memory_bounded_and_count_evict
     use prost::Message;
     let _g = serial().await;
     let (http, admin) = (free_addr(), free_addr());
-    let cfg = std::env::temp_dir().join(format!("tokentap-join-mem-{}.yaml", std::process::id()));
+    let scratch = scratch("join-mem");
+    let cfg = scratch.path().join("join.yaml");
     std::fs::write(
         &cfg,
         format!("receiver:\n  grpc_listen: 127.0.0.1:0\n  http_listen: {http}\nadmin:\n  listen: {admin}\ncorrelation:\n  settle_seconds: 300\n  max_age_seconds: 600\n  max_traces: 2000\n"),
@@ -443,7 +444,6 @@ async fn ten_times_max_traces_of_open_traces_keep_memory_bounded_and_count_evict
     let scrape = String::from_utf8_lossy(&scrape.body).into_owned();
     let _ = child.kill();
     let _ = child.wait();
-    let _ = std::fs::remove_file(&cfg);
     let total = prom_totals(&scrape, "tokentap_correlation_total").0;
     let evicted_only = scrape
         .lines()

@@ -178,23 +178,25 @@ struct Exporting {
     p: Proc,
     collector: Collector,
     log: PathBuf,
+    _scratch: tempfile::TempDir,
 }
 
 async fn start_exporting(upstream: SocketAddr, server: &str) -> Exporting {
     let collector = Collector::start(Mode::Ok);
-    let log = std::env::temp_dir().join(format!(
-        "tokentap-life-{}-{}.jsonl",
-        std::process::id(),
-        collector.addr.port()
-    ));
-    let _ = std::fs::remove_file(&log);
+    let scratch = scratch("life");
+    let log = scratch.path().join("records.jsonl");
     let top = format!(
         "otlp:\n  endpoint: http://{}\n  interval_seconds: 60\n  timeout_seconds: 2\n",
         collector.addr
     );
     let extra = format!("    record_log:\n      path: {}\n", log.display());
     let p = start_with(upstream, server, &top, &extra).await;
-    Exporting { p, collector, log }
+    Exporting {
+        p,
+        collector,
+        log,
+        _scratch: scratch,
+    }
 }
 
 impl Exporting {
@@ -202,12 +204,6 @@ impl Exporting {
         std::fs::read_to_string(&self.log)
             .map(|t| t.lines().count())
             .unwrap_or(0)
-    }
-}
-
-impl Drop for Exporting {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.log);
     }
 }
 
@@ -501,7 +497,8 @@ async fn the_access_log_is_json_lines_sampled_as_configured() {
         "admin:\n  listen: {admin}\ntaps:\n  - name: all\n    boundary: engine\n    listen: {all}\n    upstream: http://{u}\n    access_log:\n      sample: 1\n  - name: some\n    boundary: engine\n    listen: {some}\n    upstream: http://{u}\n    access_log:\n      sample: 0.25\n",
         u = up.addr
     );
-    let config = std::env::temp_dir().join(format!("tokentap-access-{}.yaml", std::process::id()));
+    let scratch = scratch("access");
+    let config = scratch.path().join("tokentap.yaml");
     std::fs::write(&config, yaml).unwrap();
     let mut child = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_tokentap"))
@@ -542,7 +539,6 @@ async fn the_access_log_is_json_lines_sampled_as_configured() {
         .args(["-INT", &child.id().to_string()])
         .status();
     let _ = child.wait();
-    let _ = std::fs::remove_file(&config);
     let text = reader.join().unwrap();
     let lines: Vec<serde_json::Value> = text
         .lines()

@@ -379,15 +379,15 @@ async fn canaries_in_prompts_and_credentials_never_leave() {
     let (tap, admin) = (free_addr(), free_addr());
     // Everything tokentap can write is on: OTLP, analyses (windows close
     // every 0.5 s; /report) and the record log.
-    let records =
-        std::env::temp_dir().join(format!("tokentap-canary-{}.jsonl", std::process::id()));
+    let scratch = scratch("canary");
+    let records = scratch.path().join("records.jsonl");
     let yaml = format!(
         "admin:\n  listen: {admin}\n{}analysis:\n  window_seconds: 0.5\ntaps:\n  - name: c\n    boundary: gateway\n    listen: {tap}\n    upstream: http://{}\n    record_log:\n      path: {}\n",
         otlp_yaml(collector.addr, "  span_events: true\n"),
         behind.addr,
         records.display()
     );
-    let path = std::env::temp_dir().join(format!("tokentap-canary-{}.yaml", std::process::id()));
+    let path = scratch.path().join("tokentap.yaml");
     std::fs::write(&path, yaml).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_tokentap"))
         .args(["run", "-c"])
@@ -493,8 +493,6 @@ async fn canaries_in_prompts_and_credentials_never_leave() {
         }
     }
     let _ = value; // keep the helper in use for attribute debugging
-    std::fs::remove_file(path).ok();
-    std::fs::remove_file(records).ok();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -513,7 +511,8 @@ async fn the_standard_environment_variables_configure_otlp() {
         "admin:\n  listen: {admin}\ntaps:\n  - name: e\n    boundary: engine\n    listen: {tap}\n    upstream: http://{}\n",
         behind.addr
     );
-    let path = std::env::temp_dir().join(format!("tokentap-otelenv-{}.yaml", std::process::id()));
+    let scratch = scratch("otelenv");
+    let path = scratch.path().join("tokentap.yaml");
     std::fs::write(&path, yaml).unwrap();
     let mut child = KillOnDrop(
         Command::new(env!("CARGO_BIN_EXE_tokentap"))
@@ -560,5 +559,4 @@ async fn the_standard_environment_variables_configure_otlp() {
         collector.latest_metrics().is_empty(),
         "OTEL_METRICS_EXPORTER=none"
     );
-    std::fs::remove_file(path).ok();
 }

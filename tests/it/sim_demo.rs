@@ -8,8 +8,8 @@ use tokentap_sim::{Profile, SimArgs, Simulator};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simulator_writes_one_ground_truth_line_per_request() {
     let _g = serial().await;
-    let file = std::env::temp_dir().join(format!("tokentap-truth-{}.jsonl", std::process::id()));
-    let _ = std::fs::remove_file(&file);
+    let scratch = scratch("truth");
+    let file = scratch.path().join("truth.jsonl");
     let s = Simulator::spawn(&SimArgs {
         listen: "127.0.0.1:0".parse().unwrap(),
         tls_cert: None,
@@ -56,7 +56,6 @@ async fn simulator_writes_one_ground_truth_line_per_request() {
         "{tokens:?}"
     );
     assert_eq!(lines[0]["completion_tokens"], 5);
-    std::fs::remove_file(file).ok();
 }
 
 #[test]
