@@ -377,6 +377,16 @@ where
 /// polled, only the task's waker noted for `IdleWake` to wake. Only the
 /// idle read is left alone so, never a body read (pingora's body read
 /// timeout lives in its future and dies with it).
+///
+/// What this rests on, for every layer the client's stream may have: a
+/// pending read leaves a waker that outlives it (tokio's readiness slot,
+/// a timer kept in the stream) and is pending only on state a read would
+/// change. pingora's l4 stream (buffered, timestamping), rustls and
+/// tokentap's `HeadDeadline` hold it; a layer that waits through a future
+/// of its own (`readable()`, a `Notify`, a timeout inside the read) would
+/// not, nor would turning `abort_on_close` on after a half-close. The
+/// idle reads that pend without any waker (pipelined bytes stashed, a
+/// half-close tolerated) pend forever either way.
 #[derive(Default)]
 struct Idle(Option<(Arc<IdleWake>, Waker)>);
 
