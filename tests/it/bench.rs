@@ -128,7 +128,12 @@ async fn the_closed_loop_cell_counts_every_answered_request() {
     let _g = serial().await;
     let sim = numbered_sim();
     let r = cells::s4(sim.addr, None, 4, Duration::from_millis(500)).await;
-    let served = sim.truth.all().len() as u64;
+    // The simulator notes a request just after its last byte: wait for
+    // the last ones (one was counted a moment before it, in one CI run).
+    let served = sim
+        .truth
+        .wait_for_len(r.requests as usize + 4, Duration::from_secs(2))
+        .await as u64;
     println!(
         "closed loop c=4 for 0.5 s: {} requests, {:.0}/s",
         r.requests, r.rps
@@ -169,7 +174,11 @@ async fn the_rate_sweep_sends_at_the_offered_rate_and_the_stream_cell_counts_eve
     // the server's pace.
     assert!((390..=401).contains(&r.requests), "{r:?}");
     assert_eq!(r.latency.n, r.requests);
-    let before = sim.truth.all().len();
+    // The 20 warm-ups and every answered request, once all are noted.
+    let before = sim
+        .truth
+        .wait_for_len(r.requests as usize + 20, Duration::from_secs(2))
+        .await;
     let s = sweep::s5(sim.addr, None, sim.clone(), 32, "it-s5").await;
     println!(
         "S5 32 streams: {} completed, delay p99 {:.0} µs, {:.0} events/s",
@@ -179,7 +188,11 @@ async fn the_rate_sweep_sends_at_the_offered_rate_and_the_stream_cell_counts_eve
     assert_eq!(s.completed, 32);
     // Every token event matched the simulator's write of it.
     assert_eq!(s.delay.n, 32 * u64::from(sweep::PACED.events));
-    assert_eq!(sim.truth.all().len() - before, 32);
+    let after = sim
+        .truth
+        .wait_for_len(before + 32, Duration::from_secs(2))
+        .await;
+    assert_eq!(after - before, 32);
 }
 
 /// S6 on a real tokentap with its record log: every stream recorded with

@@ -185,6 +185,20 @@ impl TruthLog {
             .cloned()
     }
 
+    /// How many requests are held, once at least `n` are or `limit` has
+    /// passed (polling), for tests: a request's truth is pushed just after
+    /// its last byte is written, so a client can have it a moment before.
+    pub async fn wait_for_len(&self, n: usize, limit: Duration) -> usize {
+        let deadline = Instant::now() + limit;
+        loop {
+            let held = self.mem.lock().map(|m| m.len()).unwrap_or(0);
+            if held >= n || Instant::now() > deadline {
+                return held;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// Waits (polling) until the request shows up, for tests.
     pub async fn wait_for(&self, request_id: &str, limit: Duration) -> Option<Truth> {
         let deadline = Instant::now() + limit;
