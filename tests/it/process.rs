@@ -6,7 +6,7 @@ use crate::support::*;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tokentap_net::client;
 use tokentap_sim::Profile;
@@ -21,33 +21,23 @@ pub(crate) fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap()
 }
 
-/// A running `tokentap run`, its tap and admin addresses and the config file
-/// written for it: killed and removed when dropped (a failing test too
-/// leaves nothing in /tmp).
+/// A running `tokentap run`, its tap and admin addresses, and the config
+/// written for it in a scratch directory: the process killed and the
+/// directory removed when dropped (a failing test too leaves nothing).
 pub(crate) struct Proc {
-    pub child: Child,
+    pub child: KillOnDrop,
     pub tap: SocketAddr,
     pub admin: SocketAddr,
     pub config: PathBuf,
+    _scratch: tempfile::TempDir,
 }
 
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.config);
-    }
-}
-
-/// Starts `tokentap run` on the config `yaml(tap, admin)` writes (to
-/// `tokentap-{name}-*.yaml` in the temp dir); returns when `/readyz` is 200.
+/// Starts `tokentap run` on the config `yaml(tap, admin)` writes (in a
+/// `tokentap-{name}-*` scratch directory); returns when `/readyz` is 200.
 pub(crate) async fn spawn(name: &str, yaml: impl FnOnce(SocketAddr, SocketAddr) -> String) -> Proc {
     let (tap, admin) = (free_addr(), free_addr());
-    let config = std::env::temp_dir().join(format!(
-        "tokentap-{name}-{}-{}.yaml",
-        std::process::id(),
-        tap.port()
-    ));
+    let dir = scratch(name);
+    let config = dir.path().join("tokentap.yaml");
     std::fs::write(&config, yaml(tap, admin)).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_tokentap"))
         .args(["run", "-c"])
@@ -57,10 +47,11 @@ pub(crate) async fn spawn(name: &str, yaml: impl FnOnce(SocketAddr, SocketAddr) 
         .spawn()
         .unwrap();
     let p = Proc {
-        child,
+        child: KillOnDrop(child),
         tap,
         admin,
         config,
+        _scratch: dir,
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     while !ready(p.admin).await {
