@@ -401,14 +401,7 @@ async fn ten_times_max_traces_of_open_traces_keep_memory_bounded_and_count_evict
             .spawn()
             .unwrap(),
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while client::send(admin, "GET", "/readyz", &[], b"")
-        .await
-        .map_or(true, |r| r.status != 200)
-    {
-        assert!(Instant::now() < deadline, "the joiner did not start");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    crate::process::wait_ready(admin, "the joiner").await;
     let send = |from: u64, to: u64| async move {
         for batch in (from..to).step_by(500) {
             let spans = (batch..(batch + 500).min(to)).map(tap_span).collect();

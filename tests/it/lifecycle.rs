@@ -4,7 +4,7 @@
 //! the process exits within the bound.
 
 use crate::collector::{counter_total, Collector, Mode};
-use crate::process::{ready, spawn, Proc};
+use crate::process::{spawn, wait_ready, Proc};
 use crate::support::*;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -515,11 +515,7 @@ async fn the_access_log_is_json_lines_sampled_as_configured() {
         let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
         s
     });
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ready(admin).await {
-        assert!(Instant::now() < deadline, "not ready");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_ready(admin, "tokentap").await;
     for i in 0..400 {
         let tap = if i < 20 { all } else { some };
         let id = format!("acc-{i}");

@@ -412,16 +412,7 @@ async fn canaries_in_prompts_and_credentials_never_leave() {
     let out = drain(Box::new(child.stdout.take().unwrap()));
     let err = drain(Box::new(child.stderr.take().unwrap()));
     let mut child = KillOnDrop(child);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while tokentap_net::client::send(admin, "GET", "/readyz", &[], b"")
-        .await
-        .map(|r| r.status)
-        .ok()
-        != Some(200)
-    {
-        assert!(Instant::now() < deadline, "not ready");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    crate::process::wait_ready(admin, "tokentap").await;
     let prompt = "CANARY-PROMPT-7f3a";
     let key = "CANARY-KEY-9d1c";
     for stream in [true, false] {
@@ -530,16 +521,7 @@ async fn the_standard_environment_variables_configure_otlp() {
             .spawn()
             .unwrap(),
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while tokentap_net::client::send(admin, "GET", "/readyz", &[], b"")
-        .await
-        .map(|r| r.status)
-        .ok()
-        != Some(200)
-    {
-        assert!(Instant::now() < deadline, "not ready");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    crate::process::wait_ready(admin, "tokentap").await;
     post(tap, &[], &chat(true, true)).await;
     let deadline = Instant::now() + Duration::from_secs(10);
     while collector.spans().is_empty() {

@@ -53,16 +53,21 @@ pub(crate) async fn spawn(name: &str, yaml: impl FnOnce(SocketAddr, SocketAddr) 
         config,
         _scratch: dir,
     };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ready(p.admin).await {
-        assert!(Instant::now() < deadline, "tokentap did not become ready");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_ready(p.admin, "tokentap").await;
     p
 }
 
-pub(crate) async fn ready(admin: SocketAddr) -> bool {
+async fn ready(admin: SocketAddr) -> bool {
     matches!(client::send(admin, "GET", "/readyz", &[], b"").await, Ok(r) if r.status == 200)
+}
+
+/// Waits until `/readyz` on `admin` is 200; fails the test after 10 s.
+pub(crate) async fn wait_ready(admin: SocketAddr, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ready(admin).await {
+        assert!(Instant::now() < deadline, "{what} did not become ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Starts `tokentap run` with one tap in front of `upstream`; returns when ready.
