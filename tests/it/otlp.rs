@@ -327,12 +327,27 @@ async fn latency_run(otlp: Option<std::net::SocketAddr>, n: usize) -> (f64, f64,
     (percentile(&ms, 0.5), percentile(&ms, 0.99), tap)
 }
 
+/// A collector that is down, never answers, answers late or fails must not
+/// slow the requests passing the tap: the exporter's queue is bounded and
+/// filled with `try_send`, the exports run on their own thread.
+///
+/// Each mode is compared with a run without OTLP (p50 within 1.5× + 1 ms,
+/// p99 within 1.5× + 2 ms over 500 requests). This VM's hypervisor steals
+/// the CPU now and then for a few milliseconds (`steal` in `/proc/stat`),
+/// and five such requests in a 0.2 s run move its p99, so an attempt out of
+/// bounds is reported and repeated against a fresh baseline, three attempts
+/// at most. An exporter in the request's way (a blocking send, a lock held
+/// through an export) slows every request of every attempt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_down_silent_slow_or_failing_collector_never_slows_traffic() {
     let _g = serial().await;
     let n = 500;
-    let (b50, b99, _) = latency_run(None, n).await;
-    println!("baseline without OTLP: p50 {b50:.3} ms, p99 {b99:.3} ms over {n} requests");
+    let baseline = || async move {
+        let (b50, b99, _) = latency_run(None, n).await;
+        println!("baseline without OTLP: p50 {b50:.3} ms, p99 {b99:.3} ms over {n} requests");
+        (b50, b99)
+    };
+    let (mut b50, mut b99) = baseline().await;
     let down = free_addr();
     let blackhole = Collector::start(Mode::Blackhole);
     let slow = Collector::start(Mode::Slow(Duration::from_secs(5)));
@@ -343,25 +358,34 @@ async fn a_down_silent_slow_or_failing_collector_never_slows_traffic() {
         ("slow", slow.addr),
         ("failing", failing.addr),
     ] {
-        let (p50, p99, mut tap) = latency_run(Some(addr), n).await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let dropped = tap.sample("tokentap_otlp_dropped_total{signal=\"traces\"}");
-        let started = Instant::now();
-        tap.server.stop();
-        let stop = started.elapsed();
-        println!("collector {name}: p50 {p50:.3} ms, p99 {p99:.3} ms, spans dropped {dropped}, stop took {:.2} s", stop.as_secs_f64());
+        let mut misses = Vec::new();
+        for attempt in 1..=3 {
+            if attempt > 1 {
+                (b50, b99) = baseline().await;
+            }
+            let (p50, p99, mut tap) = latency_run(Some(addr), n).await;
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let dropped = tap.sample("tokentap_otlp_dropped_total{signal=\"traces\"}");
+            let started = Instant::now();
+            tap.server.stop();
+            let stop = started.elapsed();
+            println!("collector {name} (attempt {attempt}): p50 {p50:.3} ms, p99 {p99:.3} ms, spans dropped {dropped}, stop took {:.2} s", stop.as_secs_f64());
+            assert!(dropped > 0.0, "{name}: the drop counter rises");
+            assert!(
+                stop <= Duration::from_millis(3500),
+                "{name}: shutdown bounded (2 s flush): {stop:?}"
+            );
+            if p50 <= 1.5 * b50 + 1.0 && p99 <= 1.5 * b99 + 2.0 {
+                misses.clear();
+                break;
+            }
+            misses.push(format!(
+                "p50 {p50:.3} vs {b50:.3}, p99 {p99:.3} vs {b99:.3}"
+            ));
+        }
         assert!(
-            p50 <= 1.5 * b50 + 1.0,
-            "{name}: p50 {p50:.3} vs baseline {b50:.3}"
-        );
-        assert!(
-            p99 <= 1.5 * b99 + 2.0,
-            "{name}: p99 {p99:.3} vs baseline {b99:.3}"
-        );
-        assert!(dropped > 0.0, "{name}: the drop counter rises");
-        assert!(
-            stop <= Duration::from_millis(3500),
-            "{name}: shutdown bounded (2 s flush): {stop:?}"
+            misses.is_empty(),
+            "{name}: slower than without OTLP in three attempts: {misses:?}"
         );
     }
 }
