@@ -394,6 +394,13 @@ fn signal(pid: u32, sig: &str) {
 /// the read. Stamped at the read, its TTFT would be ~200 ms long and the
 /// gap after it ~200 ms short. Both upstream sockets: pingora's (one
 /// timeout) and tokentap's own (distinct first-byte and idle timeouts).
+///
+/// The tap's TTFT adds the request's way to the simulator, a fresh
+/// connection from a process that has just started: under 1 ms as a rule,
+/// but a clean-clone CI run once saw 12 ms (the hypervisor stealing the
+/// CPU, as `steal` in `/proc/stat` shows it does). So, as in the accuracy
+/// test above, an attempt out of bounds is reported and repeated, three at
+/// most; stamping at the read is 200 ms off in every attempt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tap_stopped_while_an_event_arrives_times_it_at_its_arrival() {
     let _g = serial().await;
@@ -413,69 +420,98 @@ async fn a_tap_stopped_while_an_event_arrives_times_it_at_its_arrival() {
         ),
     ];
     for (socket, timeouts) in sockets {
-        let log = dir.path().join(format!("{socket}.jsonl"));
-        let extra = format!("    record_log:\n      path: {}\n{timeouts}", log.display());
-        let (proc, tap, _admin) = crate::process::run_tokentap(behind.addr, &extra).await;
-        let pid = proc.child.id();
-        let id = format!("stopped-{socket}");
-        let client = {
-            let id = id.clone();
-            tokio::spawn(async move {
-                let headers = [
-                    ("content-type", "application/json"),
-                    ("x-request-id", id.as_str()),
-                ];
-                post(tap, &headers, &chat(true, false)).await
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        signal(pid, "-STOP");
-        let stopped = Instant::now();
-        tokio::time::sleep(Duration::from_millis(400)).await;
-        let resumed = Instant::now();
-        signal(pid, "-CONT");
-        let resp = client.await.unwrap();
-        assert!(resp.complete, "{socket}: the stream arrives whole");
-        let truth = behind
-            .truth
-            .wait_for(&id, Duration::from_secs(5))
-            .await
-            .unwrap();
-        let sends = truth.token_times();
-        assert_eq!(sends.len(), 3);
-        // The premise: the first token reached the tap while it was stopped.
-        assert!(
-            stopped < sends[0] && sends[0] + Duration::from_millis(50) < resumed,
-            "{socket}: the first token was not sent while the tap was stopped (host too slow to stage it)"
-        );
-        let line = logged(&log, &id).await;
-        let ttft = Duration::from_secs_f64(line["ttft_ms"].as_f64().unwrap() / 1e3);
-        let gap = Duration::from_secs_f64(line["gaps_ms"][0].as_f64().unwrap() / 1e3);
-        let truth_ttft = sends[0] - truth.received;
-        let truth_gap = sends[1] - sends[0];
-        println!(
-            "{socket}: stopped {:.1} ms, first token sent {:.1} ms before the tap resumed; TTFT {:.3} ms (simulator's {:.3} ms), first gap {:.3} ms (sent {:.3} ms)",
-            ms(resumed - stopped),
-            ms(resumed - sends[0]),
-            ms(ttft),
-            ms(truth_ttft),
-            ms(gap),
-            ms(truth_gap)
-        );
-        // The tap's TTFT adds the request's way to the simulator (a fresh
-        // connection: well under 10 ms), never the 50+ ms the tap was
-        // stopped after the token arrived.
-        assert!(
-            ttft + Duration::from_millis(1) >= truth_ttft && ttft < truth_ttft + PATHOLOGY,
-            "{socket}: TTFT {:.3} ms, the simulator's {:.3} ms",
-            ms(ttft),
-            ms(truth_ttft)
-        );
-        assert!(
-            gap.abs_diff(truth_gap) < PATHOLOGY,
-            "{socket}: first gap {:.3} ms, sent {:.3} ms apart",
-            ms(gap),
-            ms(truth_gap)
+        let mut misses = Vec::new();
+        for attempt in 1..=3 {
+            match stopped_once(&behind, dir.path(), socket, timeouts, attempt).await {
+                Ok(()) => {
+                    misses.clear();
+                    break;
+                }
+                Err(miss) => {
+                    println!("{socket} (attempt {attempt}): {miss}");
+                    misses.push(miss);
+                }
+            }
+        }
+        assert!(misses.is_empty(), "{socket}, three attempts: {misses:?}");
+    }
+}
+
+/// One stopped-tap run through a fresh tokentap process; `Err` says which
+/// timing (or the premise) was out of bounds.
+async fn stopped_once(
+    behind: &tokentap_sim::Simulator,
+    dir: &std::path::Path,
+    socket: &str,
+    timeouts: &str,
+    attempt: u32,
+) -> Result<(), String> {
+    let log = dir.join(format!("{socket}-{attempt}.jsonl"));
+    let extra = format!("    record_log:\n      path: {}\n{timeouts}", log.display());
+    let (proc, tap, _admin) = crate::process::run_tokentap(behind.addr, &extra).await;
+    let pid = proc.child.id();
+    let id = format!("stopped-{socket}-{attempt}");
+    let client = {
+        let id = id.clone();
+        tokio::spawn(async move {
+            let headers = [
+                ("content-type", "application/json"),
+                ("x-request-id", id.as_str()),
+            ];
+            post(tap, &headers, &chat(true, false)).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    signal(pid, "-STOP");
+    let stopped = Instant::now();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let resumed = Instant::now();
+    signal(pid, "-CONT");
+    let resp = client.await.unwrap();
+    assert!(resp.complete, "{socket}: the stream arrives whole");
+    let truth = behind
+        .truth
+        .wait_for(&id, Duration::from_secs(5))
+        .await
+        .unwrap();
+    let sends = truth.token_times();
+    assert_eq!(sends.len(), 3);
+    // The premise: the first token reached the tap while it was stopped.
+    if !(stopped < sends[0] && sends[0] + Duration::from_millis(50) < resumed) {
+        return Err(
+            "the first token was not sent while the tap was stopped (host too slow to stage it)"
+                .into(),
         );
     }
+    let line = logged(&log, &id).await;
+    let ttft = Duration::from_secs_f64(line["ttft_ms"].as_f64().unwrap() / 1e3);
+    let gap = Duration::from_secs_f64(line["gaps_ms"][0].as_f64().unwrap() / 1e3);
+    let truth_ttft = sends[0] - truth.received;
+    let truth_gap = sends[1] - sends[0];
+    println!(
+        "{socket}: stopped {:.1} ms, first token sent {:.1} ms before the tap resumed; TTFT {:.3} ms (simulator's {:.3} ms), first gap {:.3} ms (sent {:.3} ms)",
+        ms(resumed - stopped),
+        ms(resumed - sends[0]),
+        ms(ttft),
+        ms(truth_ttft),
+        ms(gap),
+        ms(truth_gap)
+    );
+    // The tap's TTFT adds the request's way to the simulator, never the 50+
+    // ms the tap was stopped after the token arrived.
+    if !(ttft + Duration::from_millis(1) >= truth_ttft && ttft < truth_ttft + PATHOLOGY) {
+        return Err(format!(
+            "TTFT {:.3} ms, the simulator's {:.3} ms",
+            ms(ttft),
+            ms(truth_ttft)
+        ));
+    }
+    if gap.abs_diff(truth_gap) >= PATHOLOGY {
+        return Err(format!(
+            "first gap {:.3} ms, sent {:.3} ms apart",
+            ms(gap),
+            ms(truth_gap)
+        ));
+    }
+    Ok(())
 }
