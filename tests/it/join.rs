@@ -126,6 +126,7 @@ async fn a_joiner_fed_the_taps_spans_attributes_as_the_process_does() {
     let t = topology_with(1, false, false, &to_joiner(&j));
     let mut worst: f64 = 0.0;
     let (mut own_legs, mut guard_legs_all): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
+    let mut long = Vec::new();
     let n = 12;
     // Warm-up requests, joined and counted but not compared with the
     // gateway's record: a cold path's first requests also open the
@@ -181,14 +182,18 @@ async fn a_joiner_fed_the_taps_spans_attributes_as_the_process_does() {
         // these negative; one that gives it more shows in the median.
         let legs = own - want;
         let guard_legs = guard_truth - guard.exposed.as_secs_f64();
-        assert!(
-            (-0.000_2..0.010).contains(&legs) && (-0.000_2..0.010).contains(&guard_legs),
+        let said = format!(
             "{id}: the gateway's own time {:.2} ms vs its record's {:.2} ms; guardrail {:.2} ms vs {:.2} ms",
             ms(own),
             ms(want),
             ms(guard.exposed.as_secs_f64()),
             ms(guard_truth)
         );
+        assert!(legs >= -0.000_2 && guard_legs >= -0.000_2, "{said}");
+        if legs >= 0.010 || guard_legs >= 0.010 {
+            println!("over 10 ms of legs: {said}");
+            long.push(said);
+        }
         own_legs.push(legs);
         guard_legs_all.push(guard_legs);
     }
@@ -201,6 +206,9 @@ async fn a_joiner_fed_the_taps_spans_attributes_as_the_process_does() {
         v[v.len() / 2]
     };
     let (own_p50, guard_p50) = (median(&mut own_legs), median(&mut guard_legs_all));
+    // A plateau (Nagle × delayed ACK, 40 ms) on some requests shows here;
+    // one request the hypervisor stalled (this VM's `steal`) may pass.
+    assert!(long.len() <= 1, "over 10 ms of legs: {long:?}");
     let own_worst = own_legs.last().copied().unwrap_or(0.0);
     assert!(
         own_p50 < 0.003 && guard_p50 < 0.002,
