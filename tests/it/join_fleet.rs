@@ -14,6 +14,7 @@
 use crate::collector::Collector;
 use crate::join::joiner;
 use crate::netns::Netns;
+use crate::process::wait_200;
 use crate::support::*;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
@@ -133,19 +134,6 @@ fn tap(
         "admin:\n  listen: {admin}\notlp:\n  endpoint: http://{otlp}\n  metrics: false\n  timeout_seconds: 2\ntaps:\n  - name: {name}\n    boundary: {boundary}\n    listen: {listen}\n    upstream: http://{up}\n    record_log:\n      path: {}\n{extra}",
         log.display()
     )
-}
-
-async fn wait_http(addr: std::net::SocketAddr, path: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Ok(r) = client::send(addr, "GET", path, &[], b"").await {
-            if r.status < 500 {
-                return;
-            }
-        }
-        assert!(Instant::now() < deadline, "{addr}{path} never answered");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
@@ -389,11 +377,17 @@ async fn taps_on_five_machines_are_attributed_by_joiners_as_in_one_process() {
         net.spawn(edge, bin, &["run", "-c", &edge_cfg]),
         net.spawn(joinh, bin, &["join", "-c", &join_cfg]),
     ]);
-    for h in [edge, engtap, guard] {
-        wait_http(admin(h), "/readyz").await;
+    // Processes in namespaces start slower: 20 s each.
+    let limit = Duration::from_secs(20);
+    for (h, what) in [
+        (edge, "edge tap"),
+        (engtap, "engine tap"),
+        (guard, "guard tap"),
+    ] {
+        wait_200(admin(h), "/readyz", limit, what).await;
     }
-    wait_http(net.sock(joinh, 9465), "/readyz").await;
-    wait_http(net.sock(gw, 8000), "/healthz").await;
+    wait_200(net.sock(joinh, 9465), "/readyz", limit, "joiner").await;
+    wait_200(net.sock(gw, 8000), "/healthz", limit, "gateway").await;
 
     // The client, on its own machine: warm-up requests (a cold path's
     // first requests also open the gateway's and the taps' connections;

@@ -57,17 +57,25 @@ pub(crate) async fn spawn(name: &str, yaml: impl FnOnce(SocketAddr, SocketAddr) 
     p
 }
 
-async fn ready(admin: SocketAddr) -> bool {
-    matches!(client::send(admin, "GET", "/readyz", &[], b"").await, Ok(r) if r.status == 200)
+/// Waits until `GET path` on `addr` answers 200; fails the test after
+/// `limit`.
+pub(crate) async fn wait_200(addr: SocketAddr, path: &str, limit: Duration, what: &str) {
+    let deadline = Instant::now() + limit;
+    loop {
+        if matches!(client::send(addr, "GET", path, &[], b"").await, Ok(r) if r.status == 200) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} ({addr}{path}) did not become ready"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Waits until `/readyz` on `admin` is 200; fails the test after 10 s.
 pub(crate) async fn wait_ready(admin: SocketAddr, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !ready(admin).await {
-        assert!(Instant::now() < deadline, "{what} did not become ready");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_200(admin, "/readyz", Duration::from_secs(10), what).await;
 }
 
 /// Starts `tokentap run` with one tap in front of `upstream`; returns when ready.

@@ -131,6 +131,8 @@ pub struct TruthLog {
     mem: Mutex<VecDeque<Truth>>,
     cap: usize,
     file: Option<Mutex<BufWriter<File>>>,
+    /// Truths pushed so far: what the waits below wake on.
+    pushed: tokio::sync::watch::Sender<u64>,
 }
 
 impl TruthLog {
@@ -148,6 +150,7 @@ impl TruthLog {
             mem: Mutex::new(VecDeque::new()),
             cap,
             file,
+            pushed: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -164,6 +167,7 @@ impl TruthLog {
             }
             m.push_back(t);
         }
+        self.pushed.send_modify(|n| *n += 1);
     }
 
     /// All requests still held, oldest first.
@@ -186,30 +190,77 @@ impl TruthLog {
     }
 
     /// How many requests are held, once at least `n` are or `limit` has
-    /// passed (polling), for tests: a request's truth is pushed just after
-    /// its last byte is written, so a client can have it a moment before.
+    /// passed, for tests: a request's truth is pushed just after its last
+    /// byte is written, so a client can have it a moment before.
     pub async fn wait_for_len(&self, n: usize, limit: Duration) -> usize {
-        let deadline = Instant::now() + limit;
-        loop {
-            let held = self.mem.lock().map(|m| m.len()).unwrap_or(0);
-            if held >= n || Instant::now() > deadline {
-                return held;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let held = |s: &Self| s.mem.lock().map(|m| m.len()).unwrap_or(0);
+        self.wait_until(limit, |s| Some(held(s)).filter(|l| *l >= n))
+            .await
+            .unwrap_or_else(|| held(self))
     }
 
-    /// Waits (polling) until the request shows up, for tests.
+    /// The request with this `x-request-id` once it has been served, or
+    /// `None` after `limit`; for tests.
     pub async fn wait_for(&self, request_id: &str, limit: Duration) -> Option<Truth> {
-        let deadline = Instant::now() + limit;
+        self.wait_until(limit, |s| s.find(request_id)).await
+    }
+
+    /// `ready`'s answer once it has one (asked again after every push), or
+    /// `None` after `limit`.
+    async fn wait_until<T>(
+        &self,
+        limit: Duration,
+        ready: impl Fn(&Self) -> Option<T>,
+    ) -> Option<T> {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut pushes = self.pushed.subscribe();
         loop {
-            if let Some(t) = self.find(request_id) {
+            // Marked seen before asking: a push after the question wakes
+            // the wait below.
+            pushes.borrow_and_update();
+            if let Some(t) = ready(self) {
                 return Some(t);
             }
-            if Instant::now() > deadline {
-                return None;
+            match tokio::time::timeout_at(deadline, pushes.changed()).await {
+                Ok(Ok(())) => {}
+                // Past the deadline (the sender lives in `self`: never dropped).
+                _ => return ready(self),
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn truth(id: &str) -> Truth {
+        Truth::new(0, Some(id.to_owned()), "/".into(), Instant::now())
+    }
+
+    #[tokio::test]
+    async fn a_wait_ends_at_the_push_it_waits_for_or_at_its_limit() {
+        let log = Arc::new(TruthLog::new(8, None).unwrap());
+        let pusher = {
+            let log = log.clone();
+            tokio::spawn(async move {
+                for id in ["a", "b"] {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    log.push(truth(id));
+                }
+            })
+        };
+        let t0 = Instant::now();
+        let b = log.wait_for("b", Duration::from_secs(10)).await;
+        assert_eq!(b.and_then(|t| t.request_id).as_deref(), Some("b"));
+        // Woken by the push, not by the limit.
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        assert_eq!(log.wait_for_len(2, Duration::from_secs(10)).await, 2);
+        pusher.await.unwrap();
+        let t0 = Instant::now();
+        assert!(log.wait_for("c", Duration::from_millis(50)).await.is_none());
+        assert_eq!(log.wait_for_len(3, Duration::from_millis(50)).await, 2);
+        assert!(t0.elapsed() >= Duration::from_millis(100));
     }
 }
