@@ -4,7 +4,8 @@ the machine's mood: user-space instructions (valgrind's callgrind) and
 system calls (strace), per request and per streamed event.
 
     scripts/request-cost.py [--tokentap BIN] [--requests N] [--streams N]
-                            [--systems tokentap,tokentap-off,nginx]
+                            [--systems tokentap,tokentap-off,nginx,floor,floor-timed]
+                            [--floor BIN]
 
 For each system in front of `tokentap sim`: N non-streamed requests (the
 S9/wrk request: 16 tokens at once) over four keep-alive connections, then
@@ -20,6 +21,12 @@ costs more than an add, and the kernel's share is not counted: the system
 calls stand for it), so the bench's CPU figures stay the verdict; these
 say where a change moved the work. `rep movsb` counts one instruction per
 byte under valgrind, so `memcpy`/`memmove` are shown apart.
+
+`floor` is `crates/tools/examples/relay_floor.rs`: bytes copied between
+the client and an upstream connection on one tokio runtime, nothing parsed
+or measured; what any relay on tokio pays at least. `floor-timed` bounds
+each read by an idle timeout too (a timer per read). Build it with `cargo
+build --release -p tokentap-tools --example relay_floor`.
 
 Needs valgrind, strace and nginx; `cargo build --release` first.
 """
@@ -81,9 +88,12 @@ def send(port, n, stream):
         c.close()
 
 
-def configs(tmp, upstream, bin_path):
+def configs(tmp, upstream, bin_path, floor_path):
     """name -> (argv, listen port) for each system."""
     out = {}
+    for name, extra in (("floor", []), ("floor-timed", ["60"])):
+        port = free_port()
+        out[name] = ([floor_path, f"127.0.0.1:{port}", f"127.0.0.1:{upstream}"] + extra, port)
     for name, measure in (("tokentap", "true"), ("tokentap-off", "false")):
         port, admin = free_port(), free_port()
         conf = os.path.join(tmp, f"{name}.yaml")
@@ -196,6 +206,7 @@ def main():
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--streams", type=int, default=100)
     ap.add_argument("--systems", default="tokentap,tokentap-off,nginx")
+    ap.add_argument("--floor", default=os.path.join(ROOT, "target/release/examples/relay_floor"))
     ap.add_argument("--keep", action="store_true",
                     help="keep the callgrind dumps (for callgrind_annotate) and say where")
     a = ap.parse_args()
@@ -209,7 +220,7 @@ def main():
                            start_new_session=True)
     try:
         wait_port(upstream, sim)
-        systems = configs(tmp, upstream, a.tokentap)
+        systems = configs(tmp, upstream, a.tokentap, a.floor)
         rows = {}
         for name in a.systems.split(","):
             argv, port = systems[name]
