@@ -4,6 +4,7 @@
 //! (`fuzz/corpus/<target>/`) as ordinary tests, so every crash ever found
 //! stays a regression test.
 
+use crate::chunked::ChunkedScan;
 use crate::decode::request::{parse_request_with, Hashes};
 use crate::decode::sse::{SseDecoder, SseLimits};
 use crate::decode::{openai, verdict};
@@ -116,15 +117,35 @@ pub fn meter(data: &[u8]) {
     let _ = m.finish(at, TransportEnd::Complete);
 }
 
+/// The chunked-body scan, fed in fuzzer-chosen pieces: it never claims
+/// more bytes or payload than it was given, and takes nothing once done.
+pub fn chunked(data: &[u8]) {
+    let mut scan = ChunkedScan::default();
+    let mut given = 0u64;
+    for piece in pieces(data) {
+        let done_before = scan.is_done();
+        given += piece.len() as u64;
+        match scan.feed(piece, |_| {}) {
+            Ok(used) => {
+                debug_assert!(used <= piece.len());
+                debug_assert!(!done_before || used == 0);
+            }
+            Err(_) => break,
+        }
+    }
+    debug_assert!(scan.payload_len() <= given);
+}
+
 /// The targets by name (the corpus directory names).
 /// A target's name (its corpus directory) and entry point.
 pub type Target = (&'static str, fn(&[u8]));
 
-pub const TARGETS: [Target; 4] = [
+pub const TARGETS: [Target; 5] = [
     ("sse", sse),
     ("classify", classify),
     ("request", request),
     ("meter", meter),
+    ("chunked", chunked),
 ];
 
 #[cfg(test)]

@@ -14,6 +14,7 @@
 //! appears in `cargo tree -p tokentap-core`.
 
 pub mod analysis;
+pub mod chunked;
 pub mod correlate;
 pub mod decode;
 #[doc(hidden)]

@@ -5,13 +5,14 @@
 //! when each read returned and how many bytes it carried (to see coalescing
 //! and delay), the raw body bytes (to compare byte for byte), and whether the
 //! body ended cleanly (chunked terminator or full Content-Length) or was
-//! truncated. The head and chunk sizes are parsed by httparse. One request
-//! per connection; cancel by dropping the future or from the `on_read`
-//! callback.
+//! truncated. The head is parsed by httparse, a chunked body scanned by
+//! `tokentap_core::chunked`. One request per connection; cancel by dropping
+//! the future or from the `on_read` callback.
 
 use std::io;
 use std::net::SocketAddr;
 use std::time::Instant;
+use tokentap_core::chunked::ChunkedScan;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -131,7 +132,7 @@ where
         let at = Instant::now();
         if n == 0 {
             // EOF (or reset): complete only for a close-delimited body.
-            if framing == Some(Framing::Close) {
+            if matches!(framing, Some(Framing::Close)) {
                 r.complete = true;
             }
             if framing.is_none() {
@@ -162,13 +163,19 @@ where
                 }
             }
         }
-        let done = match framing {
+        let done = match &mut framing {
             Some(Framing::Length(n)) => {
                 let take = raw.len().min(n.saturating_sub(r.body.len()));
                 r.body.extend(raw.drain(..take));
-                r.body.len() >= n
+                r.body.len() >= *n
             }
-            Some(Framing::Chunked) => dechunk(&mut raw, &mut r.body)?,
+            Some(Framing::Chunked(scan)) => {
+                let used = scan
+                    .feed(&raw, |p| r.body.extend_from_slice(p))
+                    .map_err(|e| invalid(&e.to_string()))?;
+                raw.drain(..used);
+                scan.is_done()
+            }
             Some(Framing::Close) => {
                 r.body.append(&mut raw);
                 false
@@ -183,10 +190,10 @@ where
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 enum Framing {
     Length(usize),
-    Chunked,
+    Chunked(ChunkedScan),
     Close,
 }
 
@@ -196,7 +203,7 @@ impl Framing {
             .header("transfer-encoding")
             .map(|v| v.to_ascii_lowercase());
         if te.is_some_and(|te| te.windows(7).any(|w| w == b"chunked")) {
-            return Framing::Chunked;
+            return Framing::Chunked(ChunkedScan::default());
         }
         if r.status == 204 || r.status == 304 {
             return Framing::Length(0);
@@ -208,46 +215,6 @@ impl Framing {
         {
             Some(n) => Framing::Length(n),
             None => Framing::Close,
-        }
-    }
-}
-
-/// Moves complete chunks from `raw` to `body`; true at the terminator.
-fn dechunk(raw: &mut Vec<u8>, body: &mut Vec<u8>) -> io::Result<bool> {
-    loop {
-        let (consumed, size) = match httparse::parse_chunk_size(raw) {
-            Ok(httparse::Status::Complete(v)) => v,
-            Ok(httparse::Status::Partial) => return Ok(false),
-            Err(_) => return Err(invalid("bad chunk size")),
-        };
-        let size = usize::try_from(size).map_err(|_| invalid("chunk too large"))?;
-        if size == 0 {
-            // Terminator; trailers are not used by anything we talk to.
-            return Ok(raw.len() >= consumed + 2);
-        }
-        if raw.len() < consumed + size + 2 {
-            return Ok(false);
-        }
-        body.extend_from_slice(raw.get(consumed..consumed + size).unwrap_or_default());
-        raw.drain(..consumed + size + 2);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dechunks_across_pieces() {
-        let all = b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
-        for cut in 0..all.len() {
-            let mut raw = all[..cut].to_vec();
-            let mut body = Vec::new();
-            let done = dechunk(&mut raw, &mut body).unwrap();
-            assert!(!done || cut == all.len());
-            raw.extend_from_slice(&all[cut..]);
-            assert!(dechunk(&mut raw, &mut body).unwrap());
-            assert_eq!(body, b"hello world");
         }
     }
 }

@@ -4,6 +4,7 @@
 //! framing of those bytes is planned in `script`.
 
 use std::io;
+use tokentap_core::chunked::ChunkedScan;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 const MAX_HEAD: usize = 64 * 1024;
@@ -125,49 +126,74 @@ enum BodyMode {
 }
 
 async fn read_chunked<R: AsyncRead + Unpin>(rd: &mut R, buf: &mut Vec<u8>) -> io::Result<Vec<u8>> {
+    let mut scan = ChunkedScan::default();
     let mut body = Vec::new();
     loop {
-        let (consumed, size) = loop {
-            match httparse::parse_chunk_size(buf) {
-                Ok(httparse::Status::Complete((c, s))) => break (c, s),
-                Ok(httparse::Status::Partial) => {
-                    if !fill(rd, buf).await? {
-                        return Err(invalid("eof in chunk size"));
-                    }
-                }
-                Err(_) => return Err(invalid("bad chunk size")),
-            }
-        };
-        let size = usize::try_from(size).map_err(|_| invalid("chunk too large"))?;
-        if body.len().saturating_add(size) > MAX_BODY {
+        let used = scan
+            .feed(buf, |p| body.extend_from_slice(p))
+            .map_err(|e| invalid(e.to_string()))?;
+        // What follows the body stays in `buf`: the next request's.
+        buf.drain(..used);
+        if body.len() > MAX_BODY {
             return Err(invalid("request body too large"));
         }
-        if size == 0 {
-            buf.drain(..consumed);
-            // Trailer lines (ignored) until an empty line.
-            loop {
-                match buf.windows(2).position(|w| w == b"\r\n") {
-                    Some(0) => {
-                        buf.drain(..2);
-                        return Ok(body);
-                    }
-                    Some(pos) => {
-                        buf.drain(..pos + 2);
-                    }
-                    None => {
-                        if !fill(rd, buf).await? {
-                            return Err(invalid("eof in trailers"));
-                        }
-                    }
-                }
-            }
+        if scan.is_done() {
+            return Ok(body);
         }
-        while buf.len() < consumed + size + 2 {
-            if !fill(rd, buf).await? {
-                return Err(invalid("eof in chunk"));
-            }
+        if !fill(rd, buf).await? {
+            return Err(invalid("eof in chunked body"));
         }
-        body.extend_from_slice(buf.get(consumed..consumed + size).unwrap_or_default());
-        buf.drain(..consumed + size + 2);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_chunked_body_ends_where_its_framing_does_and_the_next_request_follows() {
+        let mut rd = pieces(&[
+            b"POST /a HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhel",
+            b"lo\r\n6;x=y\r\n world\r\n0\r\nX: 1\r\n\r\nPOST /b HTTP/1.1\r\ncontent-length: 2\r\n\r\nok",
+        ]);
+        let mut buf = Vec::new();
+        let a = read_request(&mut rd, &mut buf).await.unwrap().unwrap();
+        assert_eq!(
+            (a.path.as_str(), a.body.as_slice()),
+            ("/a", &b"hello world"[..])
+        );
+        let b = read_request(&mut rd, &mut buf).await.unwrap().unwrap();
+        assert_eq!((b.path.as_str(), b.body.as_slice()), ("/b", &b"ok"[..]));
+        assert!(read_request(&mut rd, &mut buf).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn bad_or_cut_chunked_framing_is_an_error() {
+        for body in [&b"5\r\nhelloXX0\r\n\r\n"[..], b"\r\n", b"5\r\nhel"] {
+            let head = b"POST / HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n";
+            let mut rd = pieces(&[head, body]);
+            let mut buf = Vec::new();
+            assert!(read_request(&mut rd, &mut buf).await.is_err(), "{body:?}");
+        }
+    }
+
+    /// A reader that returns `pieces` one read each, then end of stream.
+    fn pieces(pieces: &[&[u8]]) -> impl AsyncRead + Unpin {
+        Pieces(pieces.iter().rev().map(|p| p.to_vec()).collect())
+    }
+
+    struct Pieces(Vec<Vec<u8>>);
+
+    impl AsyncRead for Pieces {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            out: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            if let Some(p) = self.0.pop() {
+                out.put_slice(&p);
+            }
+            std::task::Poll::Ready(Ok(()))
+        }
     }
 }

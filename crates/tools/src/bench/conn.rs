@@ -7,6 +7,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::time::Instant;
+use tokentap_core::chunked::ChunkedScan;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -127,7 +128,7 @@ impl Conn {
                         .map(|h| String::from_utf8_lossy(h.value).to_ascii_lowercase())
                 };
                 let framing = if get("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
-                    Framing::Chunked(Dechunk::default())
+                    Framing::Chunked(ChunkedScan::default())
                 } else if let Some(n) = get("content-length").and_then(|v| v.trim().parse().ok()) {
                     Framing::Length(n)
                 } else {
@@ -179,52 +180,8 @@ impl Conn {
 
 enum Framing {
     Length(usize),
-    Chunked(Dechunk),
+    Chunked(ChunkedScan),
     UntilClose,
-}
-
-/// Incremental chunked decoding.
-#[derive(Default)]
-struct Dechunk {
-    pending: Vec<u8>,
-    /// Bytes left in the current chunk's data (+2 for its CRLF).
-    left: usize,
-    finished: bool,
-}
-
-impl Dechunk {
-    /// Appends the de-chunked part of `bytes` to `out`.
-    fn push(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> io::Result<()> {
-        self.pending.extend_from_slice(bytes);
-        let mut pos = 0;
-        while pos < self.pending.len() && !self.finished {
-            if self.left > 0 {
-                let take = self.left.min(self.pending.len() - pos);
-                let data_left = self.left.saturating_sub(2);
-                let data = take.min(data_left);
-                out.extend_from_slice(self.pending.get(pos..pos + data).unwrap_or_default());
-                pos += take;
-                self.left -= take;
-                continue;
-            }
-            let rest = self.pending.get(pos..).unwrap_or_default();
-            let Some(eol) = rest.windows(2).position(|w| w == b"\r\n") else {
-                break;
-            };
-            let line = std::str::from_utf8(rest.get(..eol).unwrap_or_default())
-                .map_err(|_| bad("chunk size"))?;
-            let size = usize::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16)
-                .map_err(|_| bad("chunk size"))?;
-            pos += eol + 2;
-            if size == 0 {
-                self.finished = true;
-            } else {
-                self.left = size + 2;
-            }
-        }
-        self.pending.drain(..pos.min(self.pending.len()));
-        Ok(())
-    }
 }
 
 struct Body {
@@ -248,7 +205,7 @@ impl Body {
     fn done(&self) -> bool {
         match &self.framing {
             Framing::Length(n) => self.got >= *n,
-            Framing::Chunked(d) => d.finished,
+            Framing::Chunked(d) => d.is_done(),
             Framing::UntilClose => false,
         }
     }
@@ -263,7 +220,11 @@ impl Body {
     ) -> io::Result<bool> {
         self.got += bytes.len();
         match &mut self.framing {
-            Framing::Chunked(d) => d.push(bytes, &mut self.plain)?,
+            Framing::Chunked(d) => {
+                let plain = &mut self.plain;
+                d.feed(bytes, |p| plain.extend_from_slice(p))
+                    .map_err(|e| bad(&e.to_string()))?;
+            }
             _ => self.plain.extend_from_slice(bytes),
         }
         ex.body_len = self.plain.len();
@@ -311,19 +272,6 @@ fn tokens_of(event: &[u8]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dechunk_across_any_split() {
-        let wire = b"5\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n";
-        for cut in 0..wire.len() {
-            let mut d = Dechunk::default();
-            let mut out = Vec::new();
-            d.push(&wire[..cut], &mut out).unwrap();
-            d.push(&wire[cut..], &mut out).unwrap();
-            assert_eq!(out, b"hello, world", "cut {cut}");
-            assert!(d.finished);
-        }
-    }
 
     #[test]
     fn numbered_tokens_are_read_from_content() {
