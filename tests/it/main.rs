@@ -33,6 +33,7 @@ mod nginx;
 mod openai_client;
 mod otlp;
 mod process;
+mod raw_body;
 mod reference_scrape;
 mod relay;
 mod relay_together;

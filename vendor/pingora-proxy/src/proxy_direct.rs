@@ -228,6 +228,31 @@ where
                         upstream_can_reuse = false;
                         upstream_response_done = true;
                     }
+                    // The rest of a chunked body, as it came (pingora-proxy
+                    // 0009), where the application takes it.
+                    if !response_done
+                        && downstream_done
+                        && upstream_request_done
+                        && raw_body_applies(session, client_session)
+                    {
+                        let mut relay = RawBodyRelay {
+                            session,
+                            upstream: client_session,
+                            idle: &idle,
+                            finished: None,
+                        };
+                        if self.inner.relay_raw_response_body(&mut relay, ctx).await? {
+                            let Some(overread) = relay.finished else {
+                                return Error::e_explain(
+                                    InternalError,
+                                    "relay_raw_response_body returned without finish()",
+                                );
+                            };
+                            response_done = true;
+                            upstream_response_done = true;
+                            upstream_can_reuse &= !overread;
+                        }
+                    }
                 },
 
                 body = idle.poll(downstream_done, session.downstream_session.read_body_or_idle(downstream_done)),
@@ -359,6 +384,104 @@ where
                 *send_error = Some(e);
             }
         }
+    }
+}
+
+/// Whether the rest of the response body may be offered to
+/// `relay_raw_response_body` (pingora-proxy 0009): both sides chunked
+/// HTTP/1, the upstream's body at a chunk boundary with nothing buffered,
+/// and nothing that changes a body in between.
+fn raw_body_applies(session: &mut Session, upstream: &mut HttpSessionV1) -> bool {
+    #[cfg(feature = "upstream_modules")]
+    if !session.upstream_modules_ctx.is_empty() {
+        return false;
+    }
+    session.downstream_modules_ctx.is_empty()
+        && !session.upstream_compression.is_enabled()
+        && !session.upstream_headers_mutated_for_cache()
+        && session
+            .downstream_session
+            .as_http1()
+            .is_some_and(|h1| h1.raw_body_ready())
+        && upstream.raw_body_ready()
+}
+
+/// The rest of a chunked response body, for
+/// [`ProxyHttp::relay_raw_response_body`] to relay as the upstream sent
+/// it: each read is the upstream's bytes as they came, each write goes to
+/// the client as it is, flushed. Reads watch the client too (its idle
+/// read, as the direct relay's loop does), so a client that goes away
+/// ends the relay at once. Patched by tokentap (pingora-proxy 0009).
+pub struct RawBodyRelay<'a> {
+    session: &'a mut Session,
+    upstream: &'a mut HttpSessionV1,
+    idle: &'a Idle,
+    /// `finish` was called: whether bytes were read past the body's end.
+    finished: Option<bool>,
+}
+
+impl RawBodyRelay<'_> {
+    /// The upstream's next bytes, chunk framing included, as one read of
+    /// its connection brought them, under the upstream read timeout. An
+    /// error when the upstream closed before the body's end, timed out or
+    /// failed, or the client went away.
+    pub async fn read(&mut self) -> Result<Bytes> {
+        loop {
+            tokio::select! {
+                biased;
+
+                read = self.upstream.read_body_raw() => {
+                    let bytes = read.map_err(|e| e.into_up())?;
+                    if bytes.is_empty() {
+                        return Error::e_explain(
+                            ConnectionClosed,
+                            "upstream closed before the end of a chunked body",
+                        )
+                        .map_err(|e| e.into_up());
+                    }
+                    self.session
+                        .set_upstream_rx_timestamp(self.upstream.stream().get_rx_timestamp());
+                    return Ok(bytes);
+                },
+
+                idle = self.idle.poll(true, self.session.downstream_session.read_body_or_idle(true)) => {
+                    // Stray bytes (or a tolerated half-close) end nothing.
+                    idle.map_err(|e| e.into_down())?;
+                },
+            }
+        }
+    }
+
+    /// When the kernel received the bytes of the last [`Self::read`]
+    /// (`None` unless the peer set `rx_timestamp`), as
+    /// [`Session::upstream_rx_timestamp`] says in the body filters.
+    pub fn rx_timestamp(&self) -> Option<SystemTime> {
+        self.session.upstream_rx_timestamp()
+    }
+
+    /// Writes `bytes` to the client as they are and flushes them, under
+    /// the client write timeout; `payload`: how many of them are body
+    /// payload (for the byte counts of both sessions).
+    pub async fn write(&mut self, bytes: &[u8], payload: usize) -> Result<()> {
+        self.upstream.count_raw_body(payload);
+        let Some(h1) = self.session.downstream_session.as_http1_mut() else {
+            return Error::e_explain(InternalError, "raw body relay without an HTTP/1 client");
+        };
+        h1.write_body_raw(bytes, payload)
+            .await
+            .map_err(|e| e.into_down())
+    }
+
+    /// The body ended with the bytes last written: `payload` bytes of
+    /// payload since the relay began; `overread`, what the last read
+    /// brought past the body's end (not written; the upstream connection
+    /// is then not reused).
+    pub fn finish(&mut self, payload: usize, overread: &[u8]) {
+        self.upstream.finish_raw_body(payload, overread);
+        if let Some(h1) = self.session.downstream_session.as_http1_mut() {
+            h1.finish_raw_body();
+        }
+        self.finished = Some(!overread.is_empty());
     }
 }
 

@@ -444,6 +444,37 @@ pub trait ProxyHttp {
         Ok(Some(custom_message))
     }
 
+    /// Relays the rest of an HTTP/1 chunked response body as the upstream
+    /// sent it, chunk framing included, instead of pingora decoding every
+    /// chunk, filtering it and encoding it again: read with
+    /// [`RawBodyRelay::read`], write every read on with
+    /// [`RawBodyRelay::write`] as it comes, end with
+    /// [`RawBodyRelay::finish`]. The implementation reads the framing and
+    /// must refuse what is not valid chunked coding (an error ends the
+    /// request; what it wrote must be what it validated).
+    ///
+    /// Offered at most once per response, by the direct HTTP/1 relay, when
+    /// the request was sent whole, the upstream's body is chunked and at a
+    /// chunk boundary, the client's response is chunked, and no module,
+    /// compression or range filter would change the body. The body filters
+    /// ([Self::upstream_response_body_filter()],
+    /// [Self::response_body_filter()]) are not called for what this
+    /// relays: an implementation that needs them declines.
+    ///
+    /// `Ok(false)` declines, having read nothing: pingora relays the body
+    /// as usual. `Ok(true)` once [`RawBodyRelay::finish`] was called.
+    /// Patched by tokentap (pingora-proxy 0009).
+    async fn relay_raw_response_body(
+        &self,
+        _relay: &mut RawBodyRelay<'_>,
+        _ctx: &mut Self::CTX,
+    ) -> Result<bool>
+    where
+        Self::CTX: Send + Sync,
+    {
+        Ok(false)
+    }
+
     /// Similar to [Self::upstream_response_filter()] but for response body
     ///
     /// This function will be called every time a piece of response body is received. The `body` is

@@ -56,6 +56,10 @@ fn upstream_kind(e: &Error) -> ErrorType {
         | P::HandshakeError => ErrorType::Tls,
         P::ReadTimedout | P::WriteTimedout => ErrorType::ReadTimeout,
         P::InvalidHTTPHeader | P::H1Error => ErrorType::InvalidHttp,
+        // pingora-core's body errors (and `raw_body`'s): broken framing.
+        P::Custom("InvalidChunk" | "InvalidTrailerEnd" | "PrematureBodyEnd") => {
+            ErrorType::InvalidHttp
+        }
         P::H2Error | P::InvalidH2 | P::H2Downgrade => ErrorType::Http2,
         P::ConnectionClosed | P::ReadError | P::WriteError => match io_kind(e) {
             Some(io::ErrorKind::TimedOut) => ErrorType::ReadTimeout,
@@ -109,6 +113,7 @@ mod tests {
             ),
             (up(P::ConnectionClosed, None), ErrorType::ConnectionClosed),
             (up(P::InvalidHTTPHeader, None), ErrorType::InvalidHttp),
+            (up(P::new("InvalidChunk"), None), ErrorType::InvalidHttp),
         ];
         for (e, want) in cases {
             assert_eq!(classify(Some(&e)), TransportEnd::Upstream(want), "{e}");

@@ -15,12 +15,14 @@
 //! `upstream_peer` → `upstream_request_filter` →
 //! `request_body_filter`* → `upstream_response_filter` (TTFB) →
 //! `upstream_response_body_filter`* (every chunk: its arrival, decode) →
-//! `logging` (close the record, emit it).
+//! `relay_raw_response_body` (the rest of a chunked body, scanned and
+//! forwarded as it came: `raw_body`) → `logging` (close the record, emit it).
 
 mod arrival;
 mod ctx;
 pub mod errors;
 mod headers;
+mod raw_body;
 mod stale;
 mod tap;
 pub mod upstream_io;
@@ -32,7 +34,7 @@ use crate::sinks::Finished;
 use async_trait::async_trait;
 use bytes::Bytes;
 use pingora::http::{RequestHeader, ResponseHeader};
-use pingora::proxy::{ProxyHttp, Session};
+use pingora::proxy::{ProxyHttp, RawBodyRelay, Session};
 use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, ErrorSource, Result};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -274,6 +276,15 @@ impl ProxyHttp for TapProxy {
             ctx.response_end(now);
         }
         Ok(None)
+    }
+
+    /// The rest of a chunked stream, forwarded as it came (`raw_body`).
+    async fn relay_raw_response_body(
+        &self,
+        relay: &mut RawBodyRelay<'_>,
+        ctx: &mut Self::CTX,
+    ) -> Result<bool> {
+        raw_body::relay(relay, ctx).await
     }
 
     fn response_body_filter(

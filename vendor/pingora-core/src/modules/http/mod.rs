@@ -176,6 +176,12 @@ impl HttpModuleCtx {
         }
     }
 
+    /// No module is installed: nothing filters the bodies. Patched by
+    /// tokentap (pingora-core 0007).
+    pub fn is_empty(&self) -> bool {
+        self.module_ctx.is_empty()
+    }
+
     /// Get a ref to [HttpModule] if any.
     pub fn get<T: 'static>(&self) -> Option<&T> {
         let idx = self.module_index.get(&TypeId::of::<T>())?;

@@ -718,6 +718,17 @@ impl Session {
         }
     }
 
+    /// The HTTP/1 session, mutably. Patched by tokentap (pingora-core
+    /// 0007): a relay writes a chunked body through it as it came.
+    pub fn as_http1_mut(&mut self) -> Option<&mut SessionV1> {
+        match self {
+            Self::H1(s) => Some(s),
+            Self::H2(_) => None,
+            Self::Subrequest(_) => None,
+            Self::Custom(_) => None,
+        }
+    }
+
     pub fn as_http2(&self) -> Option<&SessionV2> {
         match self {
             Self::H1(_) => None,

@@ -201,6 +201,24 @@ impl BodyReader {
         matches!(self.body_state, PS::ToStart)
     }
 
+    /// A chunked body at a chunk boundary with nothing of it buffered: the
+    /// stream's next bytes start a chunk size line. Patched by tokentap
+    /// (pingora-core 0007): where a relay may take over the body's bytes as
+    /// they come (`HttpSession::read_body_raw`).
+    pub fn at_chunk_boundary(&self) -> bool {
+        self.rewind_buf_len == 0
+            && self.body_buf_overread.is_none()
+            && matches!(self.body_state, PS::Chunked(_, 0, 0, 0))
+    }
+
+    /// The body was read to its end by someone else, `payload` bytes of it
+    /// since [`Self::at_chunk_boundary`]; `overread`, the bytes read past
+    /// its end. (tokentap, pingora-core 0007.)
+    pub fn finish_raw(&mut self, payload: usize, overread: &[u8]) {
+        self.body_state = self.body_state.finish(payload);
+        self.push_body_overread(overread);
+    }
+
     pub fn reinit(&mut self) {
         self.body_state = PS::ToStart;
     }
@@ -1388,6 +1406,27 @@ impl BodyWriter {
 
     pub fn is_close_delimited(&self) -> bool {
         matches!(self.body_mode, BM::UntilClose(_))
+    }
+
+    /// Chunked and nothing of the body written by [`Self::finish`] yet: a
+    /// relay may write the body's chunks as they came. Patched by tokentap
+    /// (pingora-core 0007), with the two below.
+    pub fn is_chunked(&self) -> bool {
+        matches!(self.body_mode, BM::ChunkedEncoding(_))
+    }
+
+    /// `payload` bytes of body payload were written, framed, by someone else.
+    pub fn count_raw(&mut self, payload: usize) {
+        if let BM::ChunkedEncoding(written) = self.body_mode {
+            self.body_mode = BM::ChunkedEncoding(written.saturating_add(payload));
+        }
+    }
+
+    /// The body's last chunk (and trailers) was written by someone else.
+    pub fn finish_raw(&mut self) {
+        if let BM::ChunkedEncoding(written) = self.body_mode {
+            self.body_mode = BM::Complete(written);
+        }
     }
 
     async fn do_write_body<S>(&mut self, stream: &mut S, buf: &[u8]) -> Result<Option<usize>>

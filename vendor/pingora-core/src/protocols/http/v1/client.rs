@@ -58,7 +58,7 @@ pub struct HttpSession {
     /// (`defer_request_header`; patched by tokentap, pingora-core 0002).
     pending_header: Option<Vec<u8>>,
     /// The body reads' timer, armed once and pushed back only when it
-    /// fires (`read_body_until`; patched by tokentap, pingora-core 0003).
+    /// fires (`read_until`; patched by tokentap, pingora-core 0003).
     body_read_timer: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
     bytes_sent: usize,
     /// Total response body payload bytes received from upstream
@@ -561,42 +561,12 @@ impl HttpSession {
         self.response_header.as_ref().map(|h| h.status)
     }
 
-    /// `do_read_body` with the read timeout: it fails once `t` passed
-    /// since this read began, as a `timeout` around it did. But a timer per
-    /// read (a streamed body reads once per event) costs a trip to the timer
-    /// wheel to arm it and one to take it out; here one timer serves every
-    /// body read of the session. It is armed at the first read's deadline;
-    /// a later read's deadline is later, so when the timer fires early it is
-    /// pushed back to the deadline of the read then running, and only then.
-    /// (Patched by tokentap, pingora-core 0003.)
+    /// `do_read_body` with the read timeout, on the session's one body
+    /// read timer ([`read_until`]; patched by tokentap, pingora-core 0003).
     async fn read_body_until(&mut self, t: Duration) -> Result<Option<BufRef>> {
-        use tokio::time::{sleep_until, Instant};
         self.init_body_reader();
-        let deadline = Instant::now() + t;
-        let timer = self
-            .body_read_timer
-            .get_or_insert_with(|| Box::pin(sleep_until(deadline)));
-        if timer.deadline() > deadline {
-            // The timeout was shortened since the timer was armed.
-            timer.as_mut().reset(deadline);
-        }
         let read = self.body_reader.read_body(&mut self.underlying_stream);
-        tokio::pin!(read);
-        loop {
-            tokio::select! {
-                biased;
-                res = &mut read => return res,
-                () = timer.as_mut() => {
-                    if Instant::now() >= deadline {
-                        return Error::e_explain(
-                            ReadTimedout,
-                            format!("reading body, timeout: {t:?}"),
-                        );
-                    }
-                    timer.as_mut().reset(deadline);
-                }
-            }
-        }
+        read_until(&mut self.body_read_timer, t, read).await
     }
 
     async fn do_read_body(&mut self) -> Result<Option<BufRef>> {
@@ -989,6 +959,59 @@ impl HttpSession {
         task
     }
 
+    /// Whether the rest of the response body can be read as it comes on
+    /// the wire ([`Self::read_body_raw`]): chunked, at a chunk boundary,
+    /// nothing of it buffered, not upgraded. Patched by tokentap
+    /// (pingora-core 0007), with the three methods below, for a relay that
+    /// forwards a chunked body as it came instead of decoding and encoding
+    /// it again.
+    pub fn raw_body_ready(&mut self) -> bool {
+        !self.should_read_resp_header() && !self.upgraded && {
+            self.init_body_reader();
+            self.body_reader.at_chunk_boundary()
+        }
+    }
+
+    /// Reads the response body's next bytes as they came, chunk framing
+    /// included, under the body read timeout (one timer for the session,
+    /// as [`Self::read_body_ref`]): empty when the upstream closed. They
+    /// are read into the body reader's own buffer, which is reused once
+    /// the returned bytes are dropped. Only after [`Self::raw_body_ready`];
+    /// the caller reads the framing, counts the payload
+    /// ([`Self::count_raw_body`]) and says where the body ended
+    /// ([`Self::finish_raw_body`]).
+    pub async fn read_body_raw(&mut self) -> Result<Bytes> {
+        let size = self.body_reader.body_buf_size;
+        let buf = self.body_reader.body_buf.get_or_insert_default();
+        // Empty at a chunk boundary: what it held was handed out.
+        buf.clear();
+        buf.reserve(size);
+        let stream = &mut self.underlying_stream;
+        let read = async move {
+            stream
+                .read_buf(buf)
+                .await
+                .or_err(ReadError, "when reading body")
+                .map(|_| buf.split().freeze())
+        };
+        match self.read_timeout {
+            Some(t) => read_until(&mut self.body_read_timer, t, read).await,
+            None => read.await,
+        }
+    }
+
+    /// `payload` bytes of body payload came through [`Self::read_body_raw`].
+    pub fn count_raw_body(&mut self, payload: usize) {
+        self.body_recv = self.body_recv.saturating_add(payload);
+    }
+
+    /// The body read through [`Self::read_body_raw`] ended, `payload`
+    /// bytes of payload in all; `overread`: what the last read brought
+    /// past its end (the connection is then not reused).
+    pub fn finish_raw_body(&mut self, payload: usize, overread: &[u8]) {
+        self.body_reader.finish_raw(payload, overread);
+    }
+
     /// Return the [Digest] of the connection
     ///
     /// For reused connection, the timing in the digest will reflect its initial handshakes
@@ -1099,6 +1122,44 @@ pub fn http_req_header_to_wire(req: &RequestHeader) -> Option<BytesMut> {
 impl UniqueID for HttpSession {
     fn id(&self) -> UniqueIDType {
         self.underlying_stream.id()
+    }
+}
+
+/// `read` under the read timeout `t`: it fails once `t` passed since it
+/// began, as a `timeout` around it did. But a timer per read (a streamed
+/// body reads once per event) costs a trip to the timer wheel to arm it
+/// and one to take it out; here one timer, `timer`, serves every body read
+/// of the session. It is armed at the first read's deadline; a later
+/// read's deadline is later, so when the timer fires early it is pushed
+/// back to the deadline of the read then running, and only then.
+/// (Patched by tokentap, pingora-core 0003.)
+async fn read_until<T>(
+    timer: &mut Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    t: Duration,
+    read: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    use tokio::time::{sleep_until, Instant};
+    let deadline = Instant::now() + t;
+    let timer = timer.get_or_insert_with(|| Box::pin(sleep_until(deadline)));
+    if timer.deadline() > deadline {
+        // The timeout was shortened since the timer was armed.
+        timer.as_mut().reset(deadline);
+    }
+    tokio::pin!(read);
+    loop {
+        tokio::select! {
+            biased;
+            res = &mut read => return res,
+            () = timer.as_mut() => {
+                if Instant::now() >= deadline {
+                    return Error::e_explain(
+                        ReadTimedout,
+                        format!("reading body, timeout: {t:?}"),
+                    );
+                }
+                timer.as_mut().reset(deadline);
+            }
+        }
     }
 }
 

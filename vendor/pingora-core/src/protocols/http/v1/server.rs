@@ -980,6 +980,48 @@ impl HttpSession {
         }
     }
 
+    /// Whether the response body can be written as a chunked upstream sent
+    /// it ([`Self::write_body_raw`]): the head is written, with chunked
+    /// framing, the session is not upgraded, and nothing of the body waits
+    /// in the write buffer. Patched by tokentap (pingora-core 0007), with
+    /// the two methods below.
+    pub fn raw_body_ready(&self) -> bool {
+        self.response_written.is_some()
+            && !self.upgraded
+            && self.body_writer.is_chunked()
+            && self.body_write_buf.is_empty()
+    }
+
+    /// Writes `bytes` of the response body as they are (the caller's chunk
+    /// framing) and flushes them, under the write timeout; `payload` of
+    /// them are body payload (counted as sent). Only after
+    /// [`Self::raw_body_ready`]; [`Self::finish_raw_body`] once the last
+    /// chunk was written.
+    pub async fn write_body_raw(&mut self, bytes: &[u8], payload: usize) -> Result<()> {
+        let limit = self.write_timeout(bytes.len());
+        let stream = &mut self.underlying_stream;
+        let write = async move {
+            stream.write_all(bytes).await?;
+            stream.flush().await
+        };
+        match limit {
+            Some(t) => match timeout(t, write).await {
+                Ok(res) => res.or_err(WriteError, "writing body"),
+                Err(_) => Error::e_explain(WriteTimedout, format!("writing body, timeout: {t:?}")),
+            },
+            None => write.await.or_err(WriteError, "writing body"),
+        }?;
+        self.body_bytes_sent += payload;
+        self.body_writer.count_raw(payload);
+        Ok(())
+    }
+
+    /// The body written through [`Self::write_body_raw`] ended with its
+    /// last chunk.
+    pub fn finish_raw_body(&mut self) {
+        self.body_writer.finish_raw();
+    }
+
     /// Whether the cancel-safe proxy task API is enabled for this session.
     pub fn proxy_tasks_enabled(&self) -> bool {
         self.proxy_tasks_enabled

@@ -1,0 +1,60 @@
+//! The rest of a chunked response body, relayed as the upstream sent it
+//! (`ProxyHttp::relay_raw_response_body`, pingora-proxy 0009): per read of
+//! the upstream, one scan of its chunk framing
+//! (`tokentap_core::chunked`), its payload to the Meter, and one write of
+//! the read's bytes, unchanged, to the client. pingora's own path decodes
+//! every chunk into a fresh buffer, runs it through its task and filter
+//! plumbing and encodes it again; this one forwards the bytes it read.
+//!
+//! Owns the loop and its order: nothing is written before it was scanned
+//! (a body whose framing breaks ends with an error, before the bytes that
+//! broke it), every read is written as it came (never two together, never
+//! one held), nothing past the body's end is written (those bytes keep
+//! the upstream connection out of the pool). Not here: sockets, timeouts
+//! and the client's disconnect (`RawBodyRelay`'s), what is measured
+//! (`RequestCtx`), the framing rules (`ChunkedScan`).
+
+use super::arrival::arrival_now;
+use super::RequestCtx;
+use pingora::proxy::RawBodyRelay;
+use pingora::{Error, ErrorType, Result};
+use tokentap_core::chunked::ChunkedScan;
+
+/// pingora's name for a broken chunked body, so that both paths report it
+/// alike (`errors::classify`).
+pub const INVALID_CHUNK: ErrorType = ErrorType::new("InvalidChunk");
+
+/// Relays the rest of the body, or declines (`Ok(false)`, nothing read)
+/// where the body is rewritten on its way (usage injection's stripper).
+pub async fn relay(relay: &mut RawBodyRelay<'_>, ctx: &mut RequestCtx) -> Result<bool> {
+    if ctx.stripper.is_some() {
+        return Ok(false);
+    }
+    let mut scan = ChunkedScan::default();
+    loop {
+        let bytes = relay.read().await?;
+        let at = ctx
+            .measure
+            .then(|| arrival_now(relay.rx_timestamp(), ctx.meter.started()));
+        let before = scan.payload_len();
+        let used = scan
+            .feed(&bytes, |piece| {
+                if let Some(at) = at {
+                    ctx.response_body(at, piece);
+                }
+            })
+            .or_else(|e| Error::e_explain(INVALID_CHUNK, e.to_string()))
+            .map_err(|e| e.into_up())?;
+        let (body, past) = bytes.split_at(used.min(bytes.len()));
+        let payload = usize::try_from(scan.payload_len().saturating_sub(before)).unwrap_or(0);
+        relay.write(body, payload).await?;
+        if scan.is_done() {
+            if let Some(at) = at {
+                ctx.response_end(at);
+            }
+            let total = usize::try_from(scan.payload_len()).unwrap_or(usize::MAX);
+            relay.finish(total, past);
+            return Ok(true);
+        }
+    }
+}
