@@ -6,7 +6,8 @@
 //! the upstream connection out of the pool. Against a raw upstream that
 //! writes exactly the pieces each test gives it, one write each.
 
-use crate::relay::{client_reads, connect, head_end, read_until};
+use crate::relay::{client_reads, connect, head_end};
+use crate::relay_together::{chunk, read_request, DONE, FIRST, SECOND, SSE_HEAD};
 use crate::support::*;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,16 +17,6 @@ use tokentap_core::chunked::ChunkedScan;
 use tokentap_core::record::{ErrorType, Outcome};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-
-const SSE_HEAD: &[u8] =
-    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
-const FIRST: &[u8] = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n";
-const SECOND: &[u8] = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"}}]}\n\n";
-const DONE: &[u8] = b"data: [DONE]\n\n";
-
-fn chunk(data: &[u8]) -> Vec<u8> {
-    [format!("{:x}\r\n", data.len()).as_bytes(), data, b"\r\n"].concat()
-}
 
 /// An upstream that answers every request on a connection with `writes`,
 /// one write each, 30 ms apart; counts the connections it accepted.
@@ -52,19 +43,6 @@ async fn scripted_upstream(writes: Vec<Vec<u8>>) -> (SocketAddr, Arc<AtomicUsize
         }
     });
     (addr, accepted)
-}
-
-/// Reads one request (head and `Content-Length` body); false once the
-/// client left.
-async fn read_request(s: &mut TcpStream) -> bool {
-    let mut buf = Vec::new();
-    read_until(s, &mut buf, |b| {
-        head_end(b).is_some_and(|h| {
-            let head = String::from_utf8_lossy(&b[..h]).to_lowercase();
-            b.len() >= h + crate::relay::content_length(&head)
-        })
-    })
-    .await
 }
 
 /// Sends one streamed chat request with request id `id` on `c`.

@@ -18,13 +18,15 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-const SSE_HEAD: &[u8] =
+pub(crate) const SSE_HEAD: &[u8] =
     b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
-const FIRST: &[u8] = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n";
-const SECOND: &[u8] = b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"}}]}\n\n";
-const DONE: &[u8] = b"data: [DONE]\n\n";
+pub(crate) const FIRST: &[u8] =
+    b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n";
+pub(crate) const SECOND: &[u8] =
+    b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"b\"}}]}\n\n";
+pub(crate) const DONE: &[u8] = b"data: [DONE]\n\n";
 
-fn chunk(data: &[u8]) -> Vec<u8> {
+pub(crate) fn chunk(data: &[u8]) -> Vec<u8> {
     [format!("{:x}\r\n", data.len()).as_bytes(), data, b"\r\n"].concat()
 }
 
@@ -94,7 +96,7 @@ async fn sse_upstream(how: Writes, first_sent: Arc<AtomicBool>) -> SocketAddr {
 
 /// Reads one request with a Content-Length body; false if the client left
 /// (or went quiet for 5 s: `read_until`).
-async fn read_request(s: &mut TcpStream) -> bool {
+pub(crate) async fn read_request(s: &mut TcpStream) -> bool {
     let mut buf = Vec::new();
     read_until(s, &mut buf, |b| {
         head_end(b).is_some_and(|h| {
