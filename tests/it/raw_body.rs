@@ -201,3 +201,72 @@ async fn bytes_past_the_body_are_not_forwarded_and_the_connection_is_not_pooled(
         "upstream connections"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_does_not_read_holds_the_upstream_back() {
+    let _g = serial().await;
+    // A 256 MiB chunked body in 64 KiB chunks, written as fast as the
+    // upstream's socket takes it; `written` counts what it took.
+    const PIECE: usize = 64 * 1024;
+    const PIECES: usize = 4096;
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up = l.local_addr().unwrap();
+    let written = Arc::new(AtomicUsize::new(0));
+    let counter = written.clone();
+    tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        if !read_request(&mut s).await {
+            return;
+        }
+        let head = b"HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+        s.write_all(head).await.unwrap();
+        let piece = chunk(&vec![b'x'; PIECE]);
+        for _ in 0..PIECES {
+            if s.write_all(&piece).await.is_err() {
+                return;
+            }
+            counter.fetch_add(piece.len(), Ordering::SeqCst);
+        }
+        let _ = s.write_all(b"0\r\n\r\n").await;
+    });
+    let tap = Tap::start(&format!("http://{up}"), "");
+    let mut c = connect(tap.addr).await;
+    send(&mut c, "slow-reader").await;
+    let mut seen = Vec::new();
+    client_reads(&mut c, &mut seen, |b| head_end(b).is_some(), "no head").await;
+    // The client reads nothing for a second: what the upstream could write
+    // meanwhile is what the sockets' buffers hold (loopback autotuning:
+    // tens of MiB at most), not the body.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let held = written.load(Ordering::SeqCst);
+    eprintln!(
+        "raw_body: the upstream wrote {} MiB while the client read nothing",
+        held >> 20
+    );
+    assert!(
+        held < 96 << 20,
+        "the upstream wrote {} MiB of 256 while the client read nothing",
+        held >> 20
+    );
+    // Then it reads on, and gets the whole body, framed as sent.
+    let mut scan = ChunkedScan::default();
+    let mut payload = 0usize;
+    let mut body = seen.split_off(head_end(&seen).unwrap());
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        scan.feed(&body, |p| payload += p.len()).unwrap();
+        if scan.is_done() {
+            break;
+        }
+        let n = tokio::time::timeout(Duration::from_secs(10), c.read(&mut buf))
+            .await
+            .expect("the body stalled")
+            .unwrap();
+        assert!(n > 0, "closed after {payload} payload bytes");
+        body = buf[..n].to_vec();
+    }
+    assert_eq!(payload, PIECE * PIECES);
+    let r = tap.records.wait("slow-reader").await;
+    assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
+    assert_eq!(r.response_body_bytes, (PIECE * PIECES) as u64, "{r:?}");
+}
