@@ -72,6 +72,7 @@ test: lint purity deny unit it deploy-check
 vendor-test:
 	./scripts/vendor-test.sh pingora-core
 	./scripts/vendor-test.sh pingora-proxy
+	./scripts/vendor-test.sh pingora-runtime
 
 demo: deps
 	$(CARGO) run --release --locked -- demo

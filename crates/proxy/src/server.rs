@@ -144,6 +144,12 @@ pub(crate) fn build_with_grace(
     };
     let conf = ServerConf {
         threads: config.threads,
+        // One thread: pingora's no-steal runtime, a current-thread tokio
+        // runtime, ~7 % fewer instructions per event than a one-worker
+        // multi-thread one (BENCHMARKS.md, run I). Needs vendor/README.md's
+        // pingora-runtime 0001 in any process that starts a server after
+        // another stopped.
+        work_stealing: config.threads > 1,
         grace_period_seconds: Some(pingora_grace.as_secs()),
         // After the grace, runtimes stop at once: what is still in flight
         // is cut (and counted by the drain); the flush has its own bound.
