@@ -5,7 +5,7 @@ system calls (strace), per request and per streamed event.
 
     scripts/request-cost.py [--tokentap BIN] [--requests N] [--streams N]
                             [--systems tokentap,tokentap-off,nginx,floor,floor-timed]
-                            [--floor BIN]
+                            [--floor BIN] [--split] [--keep]
 
 For each system in front of `tokentap sim`: N non-streamed requests (the
 S9/wrk request: 16 tokens at once) over four keep-alive connections, then
@@ -27,6 +27,12 @@ the client and an upstream connection on one tokio runtime, nothing parsed
 or measured; what any relay on tokio pays at least. `floor-timed` bounds
 each read by an idle timeout too (a timer per read). Build it with `cargo
 build --release -p tokentap-tools --example relay_floor`.
+
+`--split` adds, for each tokentap system, where a request's and an event's
+instructions go: the inclusive cost of pingora's and tokentap's stages
+(`SPLIT` below), nested as they call each other. Inclusive figures of
+inlined code land in the caller, so a stage's children need not add up to
+it; read them as "at least this much is spent under".
 
 Needs valgrind, strace and nginx; `cargo build --release` first.
 """
@@ -147,8 +153,60 @@ def instructions(outfile):
     return total, copy
 
 
-def counted(argv, port, tmp, name, requests, streams):
-    """Instructions per request and per event under callgrind."""
+# (depth, label, a substring of callgrind's function name) of the stages
+# `--split` prints; the first match with the largest inclusive cost wins.
+SPLIT = [
+    (0, "the connection's task (accept to close)", "HttpServerApp>::process_new_http::{{closure}} ["),
+    (1, "read the client's request head (parse, header map)", "v1::server::HttpSession::read_request::{{closure}} ["),
+    (1, "tokentap's ctx (new_ctx)", "ProxyHttp>::new_ctx ["),
+    (1, "tokentap: early_request_filter", "ProxyHttp>::early_request_filter::{{closure}} ["),
+    (1, "tokentap: request_body_filter (request decode)", "ProxyHttp>::request_body_filter::{{closure}} ["),
+    (1, "proxy_to_upstream", "HttpProxy<SV,C>::proxy_to_upstream::{{closure}} ["),
+    (2, "pooled upstream connection: get", "TransportConnector::reused_stream::{{closure}} ["),
+    (2, "upstream request: clone of the client's head", "RequestHeader as core::clone::Clone>::clone ["),
+    (2, "upstream request: hop-by-hop sanitising", "sanitize_h1_upstream_request ["),
+    (2, "upstream request: head serialised", "defer_request_header ["),
+    (2, "the direct relay (proxy_direct)", "direct_relay::{{closure}} ["),
+    (3, "read the upstream's response head and body", "read_response_task::{{closure}} ["),
+    (3, "tokentap: upstream_response_filter", "ProxyHttp>::upstream_response_filter::{{closure}} ["),
+    (3, "the client's response head serialised", "prepare_response_header ["),
+    (3, "the raw chunked relay's scan", "tokentap_core::chunked::ChunkedScan::feed ["),
+    (2, "pooled upstream connection: put back", "release_http_session::{{closure}} ["),
+    (1, "tokentap: logging (record, sinks)", "ProxyHttp>::logging::{{closure}} ["),
+    (1, "the client's session finished (keep-alive)", "server::Session::finish::{{closure}} ["),
+    (0, "the runtime's park (epoll, timers)", "current_thread::Context::park ["),
+    (0, "allocator: alloc", "__rust_alloc ["),
+    (0, "allocator: dealloc", "__rust_dealloc ["),
+    (0, "memcpy/memmove (rep movsb: one per byte)", "__memcpy_avx_unaligned_erms ["),
+]
+
+
+def inclusive(outfile):
+    """function name -> inclusive instructions in a callgrind dump."""
+    text = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", outfile],
+                          capture_output=True, text=True, check=True).stdout
+    cost = {}
+    for line in text.splitlines():
+        m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+(.*)", line)
+        if m:
+            cost.setdefault(m.group(2), int(m.group(1).replace(",", "")))
+    return cost
+
+
+def split_rows(dump, n):
+    """(depth, label, instructions per unit) for each SPLIT stage found."""
+    cost = inclusive(dump)
+    rows = []
+    for depth, label, pattern in SPLIT:
+        found = [v for k, v in cost.items() if pattern in k]
+        if found:
+            rows.append((depth, label, max(found) / n))
+    return rows
+
+
+def counted(argv, port, tmp, name, requests, streams, splits=None):
+    """Instructions per request and per event under callgrind; with
+    `splits` (a list), the SPLIT rows of both dumps are appended to it."""
     out = os.path.join(tmp, f"{name}.callgrind")
     p = subprocess.Popen(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + argv,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -165,6 +223,8 @@ def counted(argv, port, tmp, name, requests, streams):
                            key=lambda f: os.path.getmtime(os.path.join(tmp, f)))
             total, copy = instructions(os.path.join(tmp, dumps[-1]))
             figures.append((total / n, copy / n))
+            if splits is not None:
+                splits.append(split_rows(os.path.join(tmp, dumps[-1]), n * (EVENTS if stream else 1)))
         return figures
     finally:
         os.killpg(p.pid, signal.SIGKILL)
@@ -207,6 +267,8 @@ def main():
     ap.add_argument("--streams", type=int, default=100)
     ap.add_argument("--systems", default="tokentap,tokentap-off,nginx")
     ap.add_argument("--floor", default=os.path.join(ROOT, "target/release/examples/relay_floor"))
+    ap.add_argument("--split", action="store_true",
+                    help="also print where a tokentap request's and event's instructions go")
     ap.add_argument("--keep", action="store_true",
                     help="keep the callgrind dumps (for callgrind_annotate) and say where")
     a = ap.parse_args()
@@ -222,10 +284,14 @@ def main():
         wait_port(upstream, sim)
         systems = configs(tmp, upstream, a.tokentap, a.floor)
         rows = {}
+        splits = {}
         for name in a.systems.split(","):
             argv, port = systems[name]
-            rows[name] = (counted(argv, port, tmp, name, a.requests, a.streams),
+            split = [] if a.split and name.startswith("tokentap") else None
+            rows[name] = (counted(argv, port, tmp, name, a.requests, a.streams, split),
                           syscalls(argv, port, tmp, name, a.requests, a.streams))
+            if split:
+                splits[name] = split
     finally:
         os.killpg(sim.pid, signal.SIGKILL)
         sim.wait()
@@ -245,6 +311,17 @@ def main():
         print(f"| {name} | {req[0]:,.0f} | {req[1]:,.0f} | {ratio(req[0], base[0][0][0] if base else 0)}"
               f" | {calls(sreq)} | {per_event[0]:,.0f} | {ratio(per_event[0], nginx_ev)}"
               f" | {calls(sev, EVENTS)} |")
+    for name, (per_request, per_event) in splits.items():
+        print(f"\nWhere {name}'s instructions go (inclusive; nested stages are part of the one above):\n")
+        print("| stage | per non-streamed request | per streamed event |")
+        print("|---|---|---|")
+        requests = {label: v for _, label, v in per_request}
+        events = {label: v for _, label, v in per_event}
+        cell = lambda v: "—" if v is None else f"{v:,.0f}"
+        for depth, label, _ in SPLIT:
+            r, e = requests.get(label), events.get(label)
+            if r is not None or e is not None:
+                print(f"| {'&nbsp;' * 4 * depth}{label} | {cell(r)} | {cell(e)} |")
     if a.keep:
         print(f"\ncallgrind dumps and configs: {tmp}")
     else:
