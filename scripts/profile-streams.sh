@@ -4,7 +4,8 @@
 # `tokentap bench --cells s5` up to 1,024 streams with only tokentap, and
 # records core 1 (where the bench pins the system under test) for 12 s
 # while the streams run. Writes OUT.data and OUT.txt (by binary, then the
-# top symbols by self time). Needs perf and two or more CPUs.
+# top symbols by self time, of the tap's own thread). Needs perf and two
+# or more CPUs.
 #   scripts/profile-streams.sh [OUT]    (default docs/profiles/s5-1024-streams)
 # With PROFILE_BIN=path, profiles that binary instead of building one (an
 # older build for a before/after pair; a release build's symbols suffice
@@ -36,11 +37,15 @@ set +o pipefail
   echo "# ($build; $(nproc) CPUs; tokentap pinned to core 1)"
   echo "# CPU per event in that run: $(grep '^| tokentap' "$runs/results.md" | awk -F'|' '{print $8}') µs"
   echo "#"
-  echo "# by binary:"
-  perf report -i "$out.data" --no-children --sort dso --stdio -g none 2>/dev/null | grep -E "^ +[0-9]" | head -5
+  echo "# core 1 by thread (swapper = idle: the window also covers the steps below 1,024 and the gaps between them):"
+  perf report -i "$out.data" --no-children --sort comm --stdio -g none 2>/dev/null | grep -E "^ +[0-9]" | head -3
   echo "#"
-  echo "# top 60 symbols (self):"
-  perf report -i "$out.data" --no-children --sort sym --stdio -g none 2>/dev/null | grep -E "^ +[0-9]" | head -60
+  echo "# the tap's thread only ('tap bench'), as shares of its own samples:"
+  perf report -i "$out.data" --comms "tap bench" --percentage relative --no-children --sort sym --stdio -g none 2>/dev/null \
+    | grep -E "^ +[0-9]" | awk '{gsub("%","",$1); if ($2=="[k]") k+=$1; else u+=$1} END {printf "#   kernel %.1f %%, user space %.1f %%\n", k, u}'
+  echo "#"
+  echo "# top 60 symbols (self), the tap's thread only:"
+  perf report -i "$out.data" --comms "tap bench" --percentage relative --no-children --sort sym --stdio -g none 2>/dev/null | grep -E "^ +[0-9]" | head -60
 } > "$out.txt"
 rm -rf "$runs"
 echo "profile-streams: $out.txt"
