@@ -90,17 +90,11 @@ impl IdlePool {
                 deadline,
             });
             inner.count += 1;
-            let wake = match (deadline, inner.next_sweep) {
-                (Some(d), Some(next)) if d < next => {
-                    inner.next_sweep = Some(d);
-                    true
-                }
-                (Some(d), None) => {
-                    inner.next_sweep = Some(d);
-                    true
-                }
-                _ => false,
-            };
+            // The sweeper wakes earlier only for an earlier deadline.
+            let wake = deadline.is_some_and(|d| inner.next_sweep.is_none_or(|next| d < next));
+            if wake {
+                inner.next_sweep = deadline;
+            }
             let start_sweeper = !inner.sweeper && tokio::runtime::Handle::try_current().is_ok();
             inner.sweeper |= start_sweeper;
             (evicted, start_sweeper, wake)
@@ -191,8 +185,10 @@ impl Drop for IdlePool {
 
 /// The pool's one sweeper task; ends when the pool is dropped.
 async fn sweep(pool: Weak<IdlePool>, wake: Arc<Notify>) {
-    // Unexpected data found by the sweeper is not counted in the
-    // connector's counter (it is found by `take`'s test when reused).
+    // Unexpected data the sweeper finds closes the connection uncounted, as
+    // pingora's per-connection watcher did; the connector's counter counts
+    // what `test_reusable_stream` finds when a connection is put back or
+    // taken.
     let unexpected = AtomicU64::new(0);
     loop {
         // A notification sent while this reads `next_sweep` is kept as a
