@@ -66,9 +66,9 @@ deny: deps
 
 test: lint purity deny unit it deploy-check
 
-# The vendored pingora-core's and pingora-proxy's own unit tests on the
-# patched copies (not in CI: their dev-dependencies build on the side,
-# ~10 minutes each cold).
+# The vendored pingora-core's, pingora-proxy's and pingora-runtime's own
+# unit tests on the patched copies (not in CI: their dev-dependencies build
+# on the side, ~10 minutes each cold for core and proxy, ~20 s for runtime).
 vendor-test:
 	./scripts/vendor-test.sh pingora-core
 	./scripts/vendor-test.sh pingora-proxy
