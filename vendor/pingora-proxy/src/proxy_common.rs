@@ -175,6 +175,26 @@ impl ConnectionNominations {
     }
 }
 
+/// Whether `req` holds any field the H1 sanitising below acts on: a hop-by-hop field of
+/// `strip_standard_hop_by_hop_headers` (`Connection` and `Upgrade` among them, so any connection
+/// nomination or upgrade too). Without one, sanitising has nothing to remove or reject, and one
+/// pass over the request's names replaces a hashed lookup per removed name (tokentap patch 0010).
+fn has_h1_hop_by_hop_field(req: &RequestHeader) -> bool {
+    req.headers.keys().any(|name| {
+        *name == header::CONNECTION
+            || *name == header::UPGRADE
+            || *name == header::TE
+            || *name == header::TRAILER
+            || *name == header::TRANSFER_ENCODING
+            || *name == header::PROXY_AUTHENTICATE
+            || *name == header::PROXY_AUTHORIZATION
+            || matches!(
+                name.as_str(),
+                KEEP_ALIVE | PROXY_CONNECTION | HTTP2_SETTINGS
+            )
+    })
+}
+
 fn strip_standard_hop_by_hop_headers(req: &mut RequestHeader) {
     req.remove_header(KEEP_ALIVE);
     req.remove_header(PROXY_CONNECTION);
@@ -333,10 +353,18 @@ pub(crate) fn sanitize_h1_upstream_request(
     policy: HttpUpstreamRequestPolicy,
     downstream_is_http11: bool,
 ) -> Result<()> {
-    if policy == HttpUpstreamRequestPolicy::preserve() {
+    if policy == HttpUpstreamRequestPolicy::preserve() || !has_h1_hop_by_hop_field(req) {
         return Ok(());
     }
+    sanitize_h1_hop_by_hop_fields(req, policy, downstream_is_http11)
+}
 
+/// The H1 sanitising proper, for a request holding at least one hop-by-hop field.
+fn sanitize_h1_hop_by_hop_fields(
+    req: &mut RequestHeader,
+    policy: HttpUpstreamRequestPolicy,
+    downstream_is_http11: bool,
+) -> Result<()> {
     let nominations = policy
         .strip_connection_nominated
         .then(|| ConnectionNominations::parse(req, policy.reject_malformed_connection_nominations))
@@ -664,6 +692,108 @@ mod tests {
         reconcile_upstream_authority(&mut absolute_deleted).unwrap();
         set_h1_host_from_authority(&mut absolute_deleted).unwrap();
         assert_eq!(absolute_deleted.headers[header::HOST], "client.example");
+    }
+
+    /// Every field the H1 sanitising removes by name, in a case a client may send it.
+    const H1_HOP_BY_HOP: [&str; 10] = [
+        "Keep-Alive",
+        "Proxy-Connection",
+        "Proxy-Authenticate",
+        "Proxy-Authorization",
+        "TE",
+        "Trailer",
+        "Transfer-Encoding",
+        "Connection",
+        "Upgrade",
+        "HTTP2-Settings",
+    ];
+
+    fn h1_policies() -> [HttpUpstreamRequestPolicy; 4] {
+        let mut lenient = HttpUpstreamRequestPolicy::standard();
+        lenient.reject_malformed_connection_nominations = false;
+        let mut keep_nominated = HttpUpstreamRequestPolicy::deny_upgrades();
+        keep_nominated.strip_connection_nominated = false;
+        [
+            HttpUpstreamRequestPolicy::standard(),
+            HttpUpstreamRequestPolicy::deny_upgrades(),
+            lenient,
+            keep_nominated,
+        ]
+    }
+
+    fn h1_wire(request: &RequestHeader) -> Vec<u8> {
+        let mut buf = Vec::new();
+        request.header_to_h1_wire(&mut buf);
+        buf
+    }
+
+    // tokentap patch 0010: skipping the sanitising of a request without a
+    // hop-by-hop field is sound when (1) every such field is seen and (2)
+    // without one, the sanitising proper changes and rejects nothing.
+    #[test]
+    fn h1_hop_by_hop_fields_are_each_seen_whatever_their_case() {
+        for name in H1_HOP_BY_HOP {
+            for spelled in [
+                name.to_string(),
+                name.to_ascii_lowercase(),
+                name.to_ascii_uppercase(),
+            ] {
+                let request =
+                    request_with_headers(&[("Host", "a"), (&spelled, "x"), ("Accept", "*/*")]);
+                assert!(has_h1_hop_by_hop_field(&request), "{spelled}");
+            }
+        }
+        let plain = request_with_headers(&[
+            ("Host", "a"),
+            ("Content-Length", "2"),
+            ("Authorization", "Bearer k"),
+            ("Keep-Alive-Not", "x"),
+            ("X-TE", "x"),
+        ]);
+        assert!(!has_h1_hop_by_hop_field(&plain));
+    }
+
+    #[test]
+    fn h1_sanitising_proper_leaves_a_request_without_hop_by_hop_fields_unchanged() {
+        let requests = [
+            request_with_headers(&[]),
+            request_with_headers(&[("Host", "a")]),
+            request_with_headers(&[
+                ("Host", "a"),
+                ("Content-Type", "application/json"),
+                ("Content-Length", "12"),
+                ("Authorization", "Bearer k"),
+                ("X-Request-Id", "r1"),
+                ("X-Forwarded-For", "10.0.0.1"),
+                ("Accept", "*/*"),
+                ("Accept", "text/event-stream"),
+            ]),
+        ];
+        for policy in h1_policies() {
+            for http11 in [true, false] {
+                for request in &requests {
+                    assert!(!has_h1_hop_by_hop_field(request));
+                    let mut sanitised = request.clone();
+                    sanitize_h1_hop_by_hop_fields(&mut sanitised, policy, http11).unwrap();
+                    assert_eq!(h1_wire(&sanitised), h1_wire(request), "{policy:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn h1_upstream_removes_each_hop_by_hop_field() {
+        for name in H1_HOP_BY_HOP {
+            let mut request = request_with_headers(&[("Host", "a"), (name, "x"), ("X-Kept", "1")]);
+            sanitize_h1_upstream_request(
+                &mut request,
+                HttpUpstreamRequestPolicy::deny_upgrades(),
+                true,
+            )
+            .unwrap();
+            assert!(request.headers.get(name).is_none(), "{name}");
+            assert_eq!(request.headers["x-kept"], "1", "{name}");
+        }
     }
 
     #[test]
