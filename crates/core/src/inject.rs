@@ -128,7 +128,7 @@ fn after_brace(body: &[u8], at: usize) -> Option<usize> {
 
 /// The request body with `include_usage: true`, or why it stays as is.
 pub fn rewrite(body: &[u8]) -> Result<Vec<u8>, Skip> {
-    let top: Members<'_> = serde_json::from_slice(body).map_err(|_| Skip::NotJson)?;
+    let top: Members<'_> = crate::decode::from_json(body).map_err(|_| Skip::NotJson)?;
     if top.get("stream").map(|r| r.get()) != Some("true") {
         return Err(Skip::NotStream);
     }

@@ -80,7 +80,7 @@ pub fn finish(reason: &str) -> FinishReason {
 
 /// Classifies one stream event.
 pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'a>, Malformed> {
-    let v: EventView<'a> = serde_json::from_slice(data).map_err(|_| Malformed)?;
+    let v: EventView<'a> = super::from_json(data).map_err(|_| Malformed)?;
     let mut s = summary(EventKind::Empty);
     match v.kind {
         "message_start" => {
@@ -165,7 +165,7 @@ struct BodyView<'a> {
 
 /// Classifies a whole (non-streaming) message.
 pub fn classify_json(body: &[u8]) -> Result<EventSummary<'_>, Malformed> {
-    let v: BodyView<'_> = serde_json::from_slice(body).map_err(|_| Malformed)?;
+    let v: BodyView<'_> = super::from_json(body).map_err(|_| Malformed)?;
     let mut s = summary(EventKind::Empty);
     if v.kind == Some("error") {
         s.kind = EventKind::Error;

@@ -121,7 +121,7 @@ pub fn from_event(event: &[u8], data: &[u8]) -> Option<(Dialect, Operation)> {
     if data.first() != Some(&b'{') {
         return None;
     }
-    let v: View<'_> = serde_json::from_slice(data).ok()?;
+    let v: View<'_> = super::from_json(data).ok()?;
     from_view(&v)
 }
 
@@ -130,9 +130,9 @@ pub fn from_event(event: &[u8], data: &[u8]) -> Option<(Dialect, Operation)> {
 pub fn from_body(body: &[u8]) -> Option<(Dialect, Operation)> {
     let body = body.trim_ascii();
     match body.first() {
-        Some(b'{') => from_view(&serde_json::from_slice(body).ok()?),
+        Some(b'{') => from_view(&super::from_json(body).ok()?),
         Some(b'[') => {
-            let all: Vec<View<'_>> = serde_json::from_slice(body).ok()?;
+            let all: Vec<View<'_>> = super::from_json(body).ok()?;
             all.first().and_then(from_view)
         }
         _ => None,

@@ -165,7 +165,7 @@ fn summarize(v: ChunkView<'_>) -> EventSummary<'_> {
 /// Classifies one stream chunk (`event` is its SSE event type, unused by
 /// Gemini but for `event: error`).
 pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'a>, Malformed> {
-    let v: ChunkView<'a> = serde_json::from_slice(data).map_err(|_| Malformed)?;
+    let v: ChunkView<'a> = super::from_json(data).map_err(|_| Malformed)?;
     let mut s = summarize(v);
     if event == b"error" {
         s.kind = EventKind::Error;
@@ -179,10 +179,10 @@ pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'
 pub fn classify_json(body: &[u8]) -> Result<EventSummary<'_>, Malformed> {
     let trimmed = body.trim_ascii();
     if trimmed.first() != Some(&b'[') {
-        let v: ChunkView<'_> = serde_json::from_slice(trimmed).map_err(|_| Malformed)?;
+        let v: ChunkView<'_> = super::from_json(trimmed).map_err(|_| Malformed)?;
         return Ok(summarize(v));
     }
-    let chunks: Vec<ChunkView<'_>> = serde_json::from_slice(trimmed).map_err(|_| Malformed)?;
+    let chunks: Vec<ChunkView<'_>> = super::from_json(trimmed).map_err(|_| Malformed)?;
     let mut all = summary(EventKind::Empty);
     for c in chunks {
         let s = summarize(c);

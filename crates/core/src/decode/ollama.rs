@@ -65,7 +65,7 @@ fn finish(reason: Option<&str>) -> FinishReason {
 
 /// Classifies one NDJSON line or a whole non-streaming answer.
 pub fn classify_line(line: &[u8]) -> Result<EventSummary<'_>, Malformed> {
-    let v: LineView<'_> = serde_json::from_slice(line).map_err(|_| Malformed)?;
+    let v: LineView<'_> = super::from_json(line).map_err(|_| Malformed)?;
     let mut s = summary(EventKind::Empty);
     if v.error.is_some() {
         s.kind = EventKind::Error;

@@ -52,7 +52,7 @@ pub fn classify_json(data: &[u8]) -> Result<EventSummary<'_>, Malformed> {
 }
 
 fn classify_view(data: &[u8]) -> Result<(EventSummary<'_>, Option<&RawValue>), Malformed> {
-    let view: ChunkView<'_> = serde_json::from_slice(data).map_err(|_| Malformed)?;
+    let view: ChunkView<'_> = super::from_json(data).map_err(|_| Malformed)?;
     let choices = view.choices.unwrap_or_default();
     // The standard field first; a vendor's extension only in its absence.
     let usage = match (view.usage, view.x_groq.and_then(|x| x.usage)) {

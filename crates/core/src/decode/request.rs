@@ -125,7 +125,7 @@ pub fn parse_request(body: &[u8], fingerprint: bool) -> Result<RequestInfo, NotJ
 
 /// Parses a complete request body, computing the hashes asked for.
 pub fn parse_request_with(body: &[u8], hashes: Hashes) -> Result<RequestInfo, NotJson> {
-    let v: RequestView<'_> = serde_json::from_slice(body).map_err(|_| NotJson)?;
+    let v: RequestView<'_> = super::from_json(body).map_err(|_| NotJson)?;
     let prompt = v
         .messages
         .or(v.prompt)

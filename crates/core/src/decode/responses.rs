@@ -89,7 +89,7 @@ fn incomplete(r: Option<Incomplete<'_>>) -> FinishReason {
 
 /// Classifies one stream event.
 pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'a>, Malformed> {
-    let v: EventView<'a> = serde_json::from_slice(data).map_err(|_| Malformed)?;
+    let v: EventView<'a> = super::from_json(data).map_err(|_| Malformed)?;
     let mut s = summary(EventKind::Empty);
     let out = |content, reasoning, tool_call| OutputKinds {
         content,
@@ -176,7 +176,7 @@ struct PartView<'a> {
 
 /// Classifies a whole (non-streaming) response object.
 pub fn classify_json(body: &[u8]) -> Result<EventSummary<'_>, Malformed> {
-    let v: BodyView<'_> = serde_json::from_slice(body).map_err(|_| Malformed)?;
+    let v: BodyView<'_> = super::from_json(body).map_err(|_| Malformed)?;
     let mut s = summary(EventKind::Empty);
     if v.status == Some("failed") || v.error.is_some_and(|e| e.get() != "null") {
         s.kind = EventKind::Error;

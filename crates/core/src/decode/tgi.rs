@@ -74,7 +74,7 @@ const TEXT: OutputKinds = OutputKinds {
 
 /// Classifies one stream event.
 pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'a>, Malformed> {
-    let v: EventView<'a> = serde_json::from_slice(data).map_err(|_| Malformed)?;
+    let v: EventView<'a> = super::from_json(data).map_err(|_| Malformed)?;
     let mut s = summary(EventKind::Empty);
     if v.error.is_some() || event == b"error" {
         s.kind = EventKind::Error;
@@ -95,10 +95,10 @@ pub fn classify_event<'a>(event: &[u8], data: &'a [u8]) -> Result<EventSummary<'
 pub fn classify_json(body: &[u8]) -> Result<EventSummary<'_>, Malformed> {
     let trimmed = body.trim_ascii();
     let v: EventView<'_> = if trimmed.first() == Some(&b'[') {
-        let mut all: Vec<EventView<'_>> = serde_json::from_slice(trimmed).map_err(|_| Malformed)?;
+        let mut all: Vec<EventView<'_>> = super::from_json(trimmed).map_err(|_| Malformed)?;
         all.pop().ok_or(Malformed)?
     } else {
-        serde_json::from_slice(trimmed).map_err(|_| Malformed)?
+        super::from_json(trimmed).map_err(|_| Malformed)?
     };
     let mut s = summary(EventKind::Empty);
     if v.error.is_some() {

@@ -89,7 +89,7 @@ impl Estimator {
             #[serde(borrow, default)]
             inputs: Option<&'a RawValue>,
         }
-        let r: Req<'_> = serde_json::from_slice(body).ok()?;
+        let r: Req<'_> = super::from_json(body).ok()?;
         let mut total = None::<u64>;
         let mut add = |n: u64| *total.get_or_insert(0) += n;
         if let Some(m) = r.messages {

@@ -40,7 +40,7 @@ struct Message<'a> {
 }
 
 pub fn verdict(body: &[u8]) -> Verdict {
-    let Ok(a) = serde_json::from_slice::<Answer<'_>>(body) else {
+    let Ok(a) = super::from_json::<Answer<'_>>(body) else {
         return Verdict::Unknown;
     };
     if let Some(results) = a.results.filter(|r| !r.is_empty()) {
