@@ -292,73 +292,115 @@ async fn replay_once(
     written
 }
 
+/// Every recorded response through a tap: body, counts and sources exact
+/// on every replay. The first token's time holds the accuracy promise's
+/// rule (`Timing::holds`) for one timing: within 1 ms of when the replay
+/// wrote it, in one of three replays (a shared 2-vCPU host stops a
+/// process for 1–3 ms now and then: seen here once, with the other core
+/// busy), and never beyond 10 ms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn recorded_engine_responses_replayed_through_a_tap() {
     let _g = serial().await;
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/recorded");
-    for (name, token_events, output, source, first_ms) in FIXTURES {
-        let text = std::fs::read_to_string(dir.join(format!("{name}.jsonl"))).unwrap();
-        let mut lines = text.lines();
-        let first: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
-        let reads: Vec<(f64, Vec<u8>)> = lines
-            .map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                let b = base64::engine::general_purpose::STANDARD
-                    .decode(v["b64"].as_str().unwrap())
-                    .unwrap();
-                (v["t_ms"].as_f64().unwrap(), b)
-            })
-            .collect();
-        let recorded: Vec<u8> = reads.iter().flat_map(|(_, b)| b.clone()).collect();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let upstream = listener.local_addr().unwrap();
-        let replay = tokio::spawn(replay_once(listener, reads));
-        let tap = Tap::start(&format!("http://{upstream}"), "");
-        let path = first["request_path"].as_str().unwrap();
-        let body = first["request_body"].to_string();
-        let headers = [("content-type", "application/json"), ("x-request-id", name)];
-        let resp = client::send(tap.addr, "POST", path, &headers, body.as_bytes())
-            .await
-            .unwrap();
-        let written = replay.await.unwrap();
-        let record = tap.records.wait(name).await;
-        // The client got exactly the recorded body.
-        let split = recorded.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-        let mut expected = Vec::new();
-        let mut raw = recorded[split..].to_vec();
-        if resp.header("content-length").is_some() {
-            expected = raw;
-        } else {
-            while let Ok(httparse::Status::Complete((c, size))) = httparse::parse_chunk_size(&raw) {
-                let size = size as usize;
-                if size == 0 {
-                    break;
-                }
-                expected.extend_from_slice(&raw[c..c + size]);
-                raw.drain(..c + size + 2);
-            }
-        }
-        assert_eq!(resp.body, expected, "{name}: body");
-        assert_eq!(record.outcome, Outcome::Ok, "{name}");
-        assert_eq!(
-            record.token_events, *token_events,
-            "{name}: token events (role-only and finish skipped)"
-        );
-        assert_eq!(record.output_tokens, Some(*output), "{name}");
-        assert_eq!(record.output_source, Some(*source), "{name}");
-        if let Some(first_ms) = first_ms {
-            // TTFT at the tap counts from the tap's receipt; the replay's clock
-            // starts when it has the request: compare the first-token instant.
-            let ev = &tap.events.of(name)[0];
-            let sent = written.iter().find(|(t, _)| t == first_ms).unwrap().1;
+    for fixture in FIXTURES {
+        let name = fixture.0;
+        let mut over = Vec::new();
+        let mut held = false;
+        for _ in 0..3 {
+            let Some(err) = replay_fixture(fixture).await else {
+                held = true; // not a stream: no first token to time
+                break;
+            };
             assert!(
-                diff(ev.at, sent) <= TOLERANCE,
+                err <= PATHOLOGY,
                 "{name}: first token {:.3} ms from its recorded read",
-                ms(diff(ev.at, sent))
+                ms(err)
             );
-        } else {
-            assert_eq!(record.ttft, None);
+            if err <= TOLERANCE {
+                held = true;
+                break;
+            }
+            over.push(format!("{:.3} ms", ms(err)));
         }
+        if !over.is_empty() {
+            println!(
+                "{name}: first token over {:.3} ms: {}",
+                ms(TOLERANCE),
+                over.join(", ")
+            );
+        }
+        assert!(
+            held,
+            "{name}: first token more than {:.3} ms from its recorded read in three replays: {}",
+            ms(TOLERANCE),
+            over.join(", ")
+        );
+    }
+}
+
+/// One replay of a recorded response through a fresh tap; the first
+/// token's distance from when the replay wrote it, for a stream.
+async fn replay_fixture(
+    (name, token_events, output, source, first_ms): &(&str, u32, u64, TokenSource, Option<f64>),
+) -> Option<Duration> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/recorded");
+    let text = std::fs::read_to_string(dir.join(format!("{name}.jsonl"))).unwrap();
+    let mut lines = text.lines();
+    let first: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    let reads: Vec<(f64, Vec<u8>)> = lines
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let b = base64::engine::general_purpose::STANDARD
+                .decode(v["b64"].as_str().unwrap())
+                .unwrap();
+            (v["t_ms"].as_f64().unwrap(), b)
+        })
+        .collect();
+    let recorded: Vec<u8> = reads.iter().flat_map(|(_, b)| b.clone()).collect();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let upstream = listener.local_addr().unwrap();
+    let replay = tokio::spawn(replay_once(listener, reads));
+    let tap = Tap::start(&format!("http://{upstream}"), "");
+    let path = first["request_path"].as_str().unwrap();
+    let body = first["request_body"].to_string();
+    let headers = [("content-type", "application/json"), ("x-request-id", name)];
+    let resp = client::send(tap.addr, "POST", path, &headers, body.as_bytes())
+        .await
+        .unwrap();
+    let written = replay.await.unwrap();
+    let record = tap.records.wait(name).await;
+    // The client got exactly the recorded body.
+    let split = recorded.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let mut expected = Vec::new();
+    let mut raw = recorded[split..].to_vec();
+    if resp.header("content-length").is_some() {
+        expected = raw;
+    } else {
+        while let Ok(httparse::Status::Complete((c, size))) = httparse::parse_chunk_size(&raw) {
+            let size = size as usize;
+            if size == 0 {
+                break;
+            }
+            expected.extend_from_slice(&raw[c..c + size]);
+            raw.drain(..c + size + 2);
+        }
+    }
+    assert_eq!(resp.body, expected, "{name}: body");
+    assert_eq!(record.outcome, Outcome::Ok, "{name}");
+    assert_eq!(
+        record.token_events, *token_events,
+        "{name}: token events (role-only and finish skipped)"
+    );
+    assert_eq!(record.output_tokens, Some(*output), "{name}");
+    assert_eq!(record.output_source, Some(*source), "{name}");
+    if let Some(first_ms) = first_ms {
+        // TTFT at the tap counts from the tap's receipt; the replay's clock
+        // starts when it has the request: compare the first-token instant.
+        let ev = &tap.events.of(name)[0];
+        let sent = written.iter().find(|(t, _)| t == first_ms).unwrap().1;
+        Some(diff(ev.at, sent))
+    } else {
+        assert_eq!(record.ttft, None);
+        None
     }
 }
 
