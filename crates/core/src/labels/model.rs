@@ -20,7 +20,10 @@ const MAX_LABEL_BYTES: usize = 128;
 #[derive(Debug)]
 pub struct ModelLabels {
     max: usize,
-    seen: RwLock<HashSet<Arc<str>>>,
+    /// foldhash, seeded per process: the set is capped at `max`, so a
+    /// flood of chosen names cannot grow it, and SipHash cost a few hundred
+    /// instructions per request here.
+    seen: RwLock<HashSet<Arc<str>, foldhash::fast::RandomState>>,
     unknown: Arc<str>,
     other: Arc<str>,
 }
@@ -42,7 +45,7 @@ impl ModelLabels {
     pub fn with_absent(max: usize, absent: &str) -> Self {
         ModelLabels {
             max,
-            seen: RwLock::new(HashSet::new()),
+            seen: RwLock::new(HashSet::default()),
             unknown: Arc::from(absent),
             other: Arc::from(OTHER),
         }

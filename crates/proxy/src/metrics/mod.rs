@@ -16,7 +16,16 @@ pub mod series;
 mod sink;
 pub mod window_gauges;
 
+pub use handles::{Count, Hist};
 pub use sink::{Offsets, TapSink, OFFSETS_RESERVED};
+
+/// A map keyed by a bounded label value (or a metric name), looked up per
+/// request. foldhash, not the standard library's SipHash: these keys are
+/// short, the maps are bounded (a flood of distinct values cannot grow
+/// them past their cap) and the seed is per process, so SipHash's
+/// resistance to chosen collisions buys nothing here and costs a few
+/// hundred instructions per lookup.
+pub type LabelMap<V> = std::collections::HashMap<Arc<str>, V, foldhash::fast::RandomState>;
 pub use tokentap_core::labels::TapLabels;
 
 /// Tenants with their own series when `analysis.max_tenants` is not set.

@@ -211,7 +211,7 @@ type Key = (Arc<str>, Boundary, Arc<str>, Operation);
 /// The `ModelSeries` of every (tap, model, operation) seen, up to
 /// `MAX_CACHED_SERIES`.
 pub struct SeriesCache {
-    map: RwLock<HashMap<Key, Arc<ModelSeries>>>,
+    map: RwLock<HashMap<Key, Arc<ModelSeries>, foldhash::fast::RandomState>>,
     max: usize,
 }
 

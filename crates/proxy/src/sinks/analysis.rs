@@ -2,9 +2,9 @@
 //! analyses (`/report`, window gauges) and its record log (JSONL).
 
 use super::{Finished, RecordSink};
-use crate::metrics::Metrics;
+use crate::metrics::{Count, Hist, LabelMap, Metrics};
 use crate::recordlog::RecordLog;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, RwLock};
 use tokentap_core::analysis::live::TapLive;
 use tokentap_core::analysis::load::meets;
 use tokentap_core::analysis::{Sample, Slo};
@@ -20,54 +20,121 @@ pub struct AnalysisSink {
 
 /// The tap's series that sum across instances (fleet-wide fairness,
 /// goodput and capacity: `deploy/prometheus/fleet-rules.yml`).
+///
+/// Each tenant's handles are resolved at its first request and kept (the
+/// tenant label is bounded by `analysis.max_tenants`, plus `other` and
+/// `none`), so a request's record is a map lookup and atomics, not a
+/// Prometheus label lookup per series.
 pub struct FleetSeries {
     metrics: Arc<Metrics>,
     tap: TapLabels,
     slo: Slo,
+    /// `tokentap_slo_requests_total` by `result` (`SloResult::ALL`'s
+    /// order); empty when no objective is set.
+    slo_requests: Vec<Count>,
+    tenants: RwLock<LabelMap<TenantSeries>>,
 }
+
+/// The series of one tenant label value.
+struct TenantSeries {
+    requests: Count,
+    /// Created at the tenant's first measured streamed answer, as a lookup
+    /// would create it.
+    ttft: OnceLock<Hist>,
+}
+
+/// Tenant handles kept at most: the label's own bound is far below.
+const MAX_TENANT_SERIES: usize = 4096;
 
 impl FleetSeries {
     /// Also creates the SLO series at 0 when an objective is set.
     pub fn new(metrics: Arc<Metrics>, tap: TapLabels, slo: Slo) -> Self {
-        if slo.is_set() {
-            for result in SloResult::ALL {
-                let labels = SloJudged {
-                    tap: tap.tap.clone(),
-                    boundary: tap.boundary,
-                    result,
-                };
-                metrics.touch(&table::SLO_REQUESTS, &labels);
-            }
+        let slo_requests = match slo.is_set() {
+            true => SloResult::ALL
+                .into_iter()
+                .map(|result| {
+                    let labels = SloJudged {
+                        tap: tap.tap.clone(),
+                        boundary: tap.boundary,
+                        result,
+                    };
+                    Count::new(&metrics, &table::SLO_REQUESTS, &labels)
+                })
+                .collect(),
+            false => Vec::new(),
+        };
+        FleetSeries {
+            metrics,
+            tap,
+            slo,
+            slo_requests,
+            tenants: RwLock::default(),
         }
-        FleetSeries { metrics, tap, slo }
     }
 
     fn record(&self, s: &Sample) {
         if s.operation == "other" || s.outcome == "unmeasured" {
             return;
         }
-        let tenant = self.metrics.tenant_label(s.tenant.as_deref());
-        let labels = TenantRequests {
-            tap: self.tap.tap.clone(),
-            boundary: self.tap.boundary,
-            tenant: tenant.value,
-        };
-        self.metrics.add(&table::TENANT_REQUESTS, &labels, 1);
-        if let (true, true, Some(ttft)) = (s.is_ok(), s.stream, s.ttft_ms) {
-            self.metrics
-                .observe(&table::TENANT_TTFT, &labels, ttft / 1e3);
-        }
+        let tenant = self.metrics.tenant_label(s.tenant.as_deref()).value;
+        self.with_tenant(&tenant, |t| {
+            t.requests.add(1);
+            if let (true, true, Some(ttft)) = (s.is_ok(), s.stream, s.ttft_ms) {
+                let labels = || self.tenant_labels(&tenant);
+                t.ttft
+                    .get_or_init(|| Hist::new(&self.metrics, &table::TENANT_TTFT, &labels()))
+                    .observe(ttft / 1e3);
+            }
+        });
         if self.slo.is_set() {
             let result = match meets(s, &self.slo) {
                 true => SloResult::Met,
                 false => SloResult::Missed,
             };
-            let labels = SloJudged {
-                tap: self.tap.tap.clone(),
-                boundary: self.tap.boundary,
-                result,
-            };
-            self.metrics.add(&table::SLO_REQUESTS, &labels, 1);
+            if let Some(c) = self.slo_requests.get(result as usize) {
+                c.add(1);
+            }
+        }
+    }
+
+    /// Runs `f` on the tenant's series, resolving them at its first request.
+    fn with_tenant(&self, tenant: &Arc<str>, f: impl FnOnce(&TenantSeries)) {
+        let read = self.tenants.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(t) = read.get(tenant) {
+            return f(t);
+        }
+        drop(read);
+        let mut map = self.tenants.write().unwrap_or_else(|e| e.into_inner());
+        if !map.contains_key(tenant) && map.len() < MAX_TENANT_SERIES {
+            let requests = Count::new(
+                &self.metrics,
+                &table::TENANT_REQUESTS,
+                &self.tenant_labels(tenant),
+            );
+            let ttft = OnceLock::new();
+            map.insert(tenant.clone(), TenantSeries { requests, ttft });
+        }
+        match map.get(tenant) {
+            Some(t) => f(t),
+            None => {
+                let requests = Count::new(
+                    &self.metrics,
+                    &table::TENANT_REQUESTS,
+                    &self.tenant_labels(tenant),
+                );
+                f(&TenantSeries {
+                    requests,
+                    ttft: OnceLock::new(),
+                })
+            }
+        }
+    }
+
+    fn tenant_labels(&self, tenant: &Arc<str>) -> TenantRequests {
+        TenantRequests {
+            tap: self.tap.tap.clone(),
+            boundary: self.tap.boundary,
+            tenant: tenant.clone(),
         }
     }
 }
@@ -99,3 +166,7 @@ impl RecordSink for AnalysisSink {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "analysis_tests.rs"]
+mod tests;
