@@ -12,7 +12,23 @@ use tokentap_core::table;
 impl Metrics {
     /// Everything observed once per request, at its end.
     pub fn record(&self, tap: &TapLabels, model: &ModelLabel, r: &RequestRecord) {
-        self.series(tap, &model.value, r.operation).record(self, r);
+        self.record_in(None, tap, model, r);
+    }
+
+    /// The same, into `resolved` when it is the series of this tap, model
+    /// label and operation (the one the request's token events went to),
+    /// else into the one looked up.
+    pub fn record_in(
+        &self,
+        resolved: Option<&Arc<ModelSeries>>,
+        tap: &TapLabels,
+        model: &ModelLabel,
+        r: &RequestRecord,
+    ) {
+        match resolved.filter(|s| s.is_for(tap, &model.value, r.operation)) {
+            Some(series) => series.record(self, r),
+            None => self.series(tap, &model.value, r.operation).record(self, r),
+        }
         if let Some(reason) = r.measure_error {
             let labels = Unmeasured {
                 tap: tap.tap.clone(),

@@ -88,6 +88,12 @@ impl ModelSeries {
         }
     }
 
+    /// Whether these are the series of `tap`, `model` and `op`.
+    pub fn is_for(&self, tap: &TapLabels, model: &str, op: Operation) -> bool {
+        let l = &self.labels;
+        l.operation == op && l.boundary == tap.boundary && *l.model == *model && l.tap == tap.tap
+    }
+
     /// One token-bearing event: its gap and its token count.
     pub fn token_event(&self, gap: Option<Duration>, tokens: Option<u64>) {
         if let Some(gap) = gap {

@@ -95,3 +95,36 @@ fn a_non_streamed_request_creates_only_the_series_it_observes() {
     assert_eq!(itl.len(), 1, "{text}");
     assert!(itl.iter().all(|l| l.ends_with(" 0")), "{itl:?}");
 }
+
+#[test]
+fn a_record_goes_to_the_resolved_series_only_when_it_is_its_own() {
+    let m = Metrics::new(10).unwrap();
+    let a = m.model_label(Some("a"));
+    let b = m.model_label(Some("b"));
+    let chat_a = m.series(&tap(), &a.value, Operation::Chat);
+    let r = record();
+    assert_eq!(r.operation, Operation::Chat);
+    assert!(chat_a.is_for(&tap(), "a", Operation::Chat));
+    assert!(!chat_a.is_for(&tap(), "b", Operation::Chat));
+    assert!(!chat_a.is_for(&tap(), "a", Operation::Embeddings));
+    let other_tap = TapLabels {
+        tap: Arc::from("u"),
+        boundary: Boundary::Engine,
+    };
+    assert!(!chat_a.is_for(&other_tap, "a", Operation::Chat));
+    // Its own: counted under model a. Not its own (model b): counted
+    // under b, never under a.
+    m.record_in(Some(&chat_a), &tap(), &a, &r);
+    m.record_in(Some(&chat_a), &tap(), &b, &r);
+    let text = exposition(&m);
+    let requests = series_lines(&text, "tokentap_requests_total");
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    for model in ["a", "b"] {
+        assert!(
+            requests
+                .iter()
+                .any(|l| l.contains(&format!("model=\"{model}\"")) && l.ends_with(" 1")),
+            "{requests:?}"
+        );
+    }
+}

@@ -107,6 +107,11 @@ impl TapSink {
         self.resolve(raw_model, operation).model.clone()
     }
 
+    /// The series this request resolved, if it resolved one.
+    pub fn series(&self) -> Option<&Arc<ModelSeries>> {
+        self.resolved.as_ref().map(|r| &r.series)
+    }
+
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
     }

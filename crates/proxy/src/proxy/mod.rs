@@ -325,6 +325,7 @@ impl ProxyHttp for TapProxy {
                 tap: &self.tap.labels,
                 model: &model,
                 record: &record,
+                series: ctx.sink.series(),
                 offsets: offsets.as_ref(),
                 settings: &ctx.settings,
             });

@@ -18,6 +18,7 @@ pub use access::AccessLog;
 pub use analysis::{AnalysisSink, FleetSeries};
 pub use correlator::CorrelatorSink;
 
+use crate::metrics::series::ModelSeries;
 use crate::metrics::{Metrics, Offsets};
 use crate::otlp::spans::SpanPipeline;
 use crate::proxy::TapSettings;
@@ -32,6 +33,10 @@ pub struct Finished<'a> {
     /// The `model` label every metric of this request carries.
     pub model: &'a ModelLabel,
     pub record: &'a RequestRecord,
+    /// The series the request's token events went to (resolved at its
+    /// response head), so the record need not look them up again; `None`
+    /// when the request resolved none.
+    pub series: Option<&'a Arc<ModelSeries>>,
     /// Token-event times (µs from the start), when the tap keeps them.
     pub offsets: Option<&'a Offsets>,
     /// The tap's settings as they were when the request arrived.
@@ -64,7 +69,7 @@ pub struct MetricsSink(pub Arc<Metrics>);
 
 impl RecordSink for MetricsSink {
     fn finished(&self, f: &Finished<'_>) {
-        self.0.record(f.tap, f.model, f.record);
+        self.0.record_in(f.series, f.tap, f.model, f.record);
     }
 }
 
