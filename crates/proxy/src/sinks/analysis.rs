@@ -58,7 +58,11 @@ impl FleetSeries {
                         boundary: tap.boundary,
                         result,
                     };
-                    Count::new(&metrics, &table::SLO_REQUESTS, &labels)
+                    let c = Count::new(&metrics, &table::SLO_REQUESTS, &labels);
+                    // At 0 in both exports (OpenTelemetry's series exists
+                    // from its first add), as `Metrics::touch` does.
+                    c.add(0);
+                    c
                 })
                 .collect(),
             false => Vec::new(),

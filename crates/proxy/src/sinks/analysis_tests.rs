@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::alloc_tests::finished_non_streamed;
+use crate::metrics::otel::discarding;
 use std::borrow::Cow;
 use tokentap_core::tap::Boundary;
 
@@ -109,7 +110,16 @@ fn without_an_objective_no_slo_series_exist() {
 
 #[test]
 fn a_known_tenant_s_record_allocates_nothing() {
-    let m = Arc::new(Metrics::new(10).unwrap());
+    known_tenant_allocations(Metrics::new(10).unwrap());
+}
+
+#[test]
+fn a_known_tenant_s_record_allocates_nothing_with_otlp_metrics_on() {
+    known_tenant_allocations(Metrics::new(10).unwrap().with_otel(discarding()));
+}
+
+fn known_tenant_allocations(m: Metrics) {
+    let m = Arc::new(m);
     let slo = Slo {
         e2e_ms: Some(1e3),
         ..Slo::default()
