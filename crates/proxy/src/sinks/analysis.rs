@@ -109,28 +109,20 @@ impl FleetSeries {
         }
         drop(read);
         let mut map = self.tenants.write().unwrap_or_else(|e| e.into_inner());
-        if !map.contains_key(tenant) && map.len() < MAX_TENANT_SERIES {
-            let requests = Count::new(
-                &self.metrics,
-                &table::TENANT_REQUESTS,
-                &self.tenant_labels(tenant),
-            );
-            let ttft = OnceLock::new();
-            map.insert(tenant.clone(), TenantSeries { requests, ttft });
+        if !map.contains_key(tenant) && map.len() >= MAX_TENANT_SERIES {
+            // Past the cap: resolved for this request only (correct, slower).
+            return f(&self.tenant_series(tenant));
         }
-        match map.get(tenant) {
-            Some(t) => f(t),
-            None => {
-                let requests = Count::new(
-                    &self.metrics,
-                    &table::TENANT_REQUESTS,
-                    &self.tenant_labels(tenant),
-                );
-                f(&TenantSeries {
-                    requests,
-                    ttft: OnceLock::new(),
-                })
-            }
+        f(map
+            .entry(tenant.clone())
+            .or_insert_with(|| self.tenant_series(tenant)))
+    }
+
+    fn tenant_series(&self, tenant: &Arc<str>) -> TenantSeries {
+        let labels = self.tenant_labels(tenant);
+        TenantSeries {
+            requests: Count::new(&self.metrics, &table::TENANT_REQUESTS, &labels),
+            ttft: OnceLock::new(),
         }
     }
 

@@ -134,3 +134,25 @@ fn known_tenant_allocations(m: Metrics) {
     });
     assert_eq!(info.count_total, 0, "{} allocations", info.count_total);
 }
+
+#[test]
+fn past_the_cap_a_tenant_s_requests_still_count() {
+    let over = MAX_TENANT_SERIES + 2;
+    let m = Arc::new(Metrics::new(10).unwrap().with_max_tenants(over + 10));
+    let fleet = FleetSeries::new(m.clone(), tap(), Slo::default());
+    let names: Vec<String> = (0..over).map(|i| format!("t{i}")).collect();
+    for name in &names {
+        fleet.record(&sample(Some(name), false, None));
+    }
+    let last = names.last().unwrap();
+    fleet.record(&sample(Some(last), false, None));
+    assert_eq!(fleet.tenants.read().unwrap().len(), MAX_TENANT_SERIES);
+    let counted = lines(&m, "tokentap_tenant_requests_total");
+    assert_eq!(counted.len(), over);
+    let last_line =
+        format!(r#"tokentap_tenant_requests_total{{boundary="engine",tap="t",tenant="{last}"}} 2"#);
+    assert!(
+        counted.contains(&last_line),
+        "{last_line} not in the scrape"
+    );
+}
