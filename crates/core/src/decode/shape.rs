@@ -40,6 +40,14 @@ pub const MAX_SHAPE_BYTES: usize = 2048;
 /// A text, a padding and whitespace runs; an event with more is not kept.
 const MAX_HOLES: usize = 6;
 
+/// Whether a matched event's summary names the response's model: a stream
+/// that has it already does not need it checked in every event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wanted {
+    Model,
+    NoModel,
+}
+
 /// What may differ from one event to the next.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 enum HoleKind {
@@ -103,11 +111,25 @@ impl Shape {
         event: &[u8],
         data: &'a [u8],
     ) -> Result<EventSummary<'a>, Malformed> {
+        self.classify_wanting(dialect, event, data, Wanted::Model)
+    }
+
+    /// `classify`, for a caller that may already know the stream's model
+    /// (`Wanted::NoModel`): a matched event then says no `model` rather
+    /// than have its bytes checked again, for they are the learned
+    /// event's. A parsed event says what the dialect says either way.
+    pub fn classify_wanting<'a>(
+        &mut self,
+        dialect: Dialect,
+        event: &[u8],
+        data: &'a [u8],
+        wanted: Wanted,
+    ) -> Result<EventSummary<'a>, Malformed> {
         if !matches!(dialect, Dialect::OpenAi | Dialect::Anthropic) {
             return dialect.classify_event(event, data);
         }
         if self.dialect == Some(dialect) && self.event == event {
-            if let Some(s) = self.matched(data) {
+            if let Some(s) = self.matched(data, wanted) {
                 return Ok(s);
             }
         }
@@ -117,7 +139,7 @@ impl Shape {
     }
 
     /// The summary of `data` if it is the learned event but for its holes.
-    fn matched<'a>(&self, data: &'a [u8]) -> Option<EventSummary<'a>> {
+    fn matched<'a>(&self, data: &'a [u8], wanted: Wanted) -> Option<EventSummary<'a>> {
         let said = self.said?;
         let mut rest = data;
         let mut at = 0; // where in `bytes` the next fixed part starts
@@ -162,6 +184,7 @@ impl Shape {
         let text = text?;
         let text = raw(text.start.checked_sub(1)?..text.end.checked_add(1)?)?;
         let model = match &self.model {
+            Some(_) if wanted == Wanted::NoModel => None,
             Some(m) => {
                 let start = m
                     .start

@@ -37,7 +37,7 @@ fn check(shape: &mut Shape, event: &[u8], data: &[u8]) -> bool {
 
 fn check_in(dialect: Dialect, shape: &mut Shape, event: &[u8], data: &[u8]) -> bool {
     let learned = shape.dialect == Some(dialect) && shape.event == event;
-    let hit = learned && shape.matched(data).is_some();
+    let hit = learned && shape.matched(data, Wanted::Model).is_some();
     let want = dialect.classify_event(event, data);
     let got = shape.classify(dialect, event, data);
     assert_eq!(
@@ -315,4 +315,29 @@ fn a_summary_it_gives_shows_no_completion_text_either() {
             && !shown.contains("secret"),
         "{shown}"
     );
+}
+
+#[test]
+fn a_caller_that_has_the_model_gets_a_match_without_it_and_the_rest_unchanged() {
+    let mut shape = Shape::default();
+    check(&mut shape, b"", &chunk("one", None, false, r#""m-1""#));
+    let again = chunk("two", None, false, r#""m-1""#);
+    let with = shape.classify_wanting(Dialect::OpenAi, b"", &again, Wanted::Model);
+    let without = shape.classify_wanting(Dialect::OpenAi, b"", &again, Wanted::NoModel);
+    let (Ok(with), Ok(without)) = (with, without) else {
+        panic!("both classified");
+    };
+    assert_eq!(with.model.map(Raw::get), Some("\"m-1\""));
+    assert_eq!(without.model, None);
+    assert_eq!(
+        said(&Ok(EventSummary {
+            model: None,
+            ..with
+        })),
+        said(&Ok(without))
+    );
+    // A parsed event (here: another model, so no match) says its model anyway.
+    let other = chunk("three", None, false, r#""m-2""#);
+    let parsed = shape.classify_wanting(Dialect::OpenAi, b"", &other, Wanted::NoModel);
+    assert!(matches!(parsed, Ok(s) if s.model.map(Raw::get) == Some("\"m-2\"")));
 }

@@ -9,7 +9,7 @@ use crate::decode::dialect::Dialect;
 use crate::decode::event;
 use crate::decode::event::{EngineTiming, EventKind, EventSummary, FinishReason, Usage};
 use crate::decode::request::{self, MAX_MODEL_BYTES};
-use crate::decode::shape::Shape;
+use crate::decode::shape::{Shape, Wanted};
 use crate::decode::sse::SseItem;
 use crate::decode::tokens::Estimator;
 use crate::decode::Operation;
@@ -93,7 +93,13 @@ impl StreamState {
         }) else {
             return; // not (yet) known to be an LLM stream
         };
-        let s = match self.shape.classify(dialect, event, data) {
+        // The model is read once: a stream that has it does not need a
+        // repeated event's copy checked again.
+        let wanted = match self.response_model {
+            None => Wanted::Model,
+            Some(_) => Wanted::NoModel,
+        };
+        let s = match self.shape.classify_wanting(dialect, event, data, wanted) {
             Ok(s) => s,
             Err(_) => {
                 self.fail(MeasureError::InvalidJsonEvent);
