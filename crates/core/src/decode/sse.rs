@@ -121,6 +121,10 @@ impl SseDecoder {
                     piece = tail.get(skip..).unwrap_or_default();
                     if self.line.is_empty() {
                         self.check_line_len(head.len())?;
+                        if let Some(after) = self.dispatch_in_place(head, piece, on_item)? {
+                            piece = after;
+                            continue;
+                        }
                         self.process_line(head, on_item)?;
                     } else {
                         self.carry(head)?;
@@ -134,6 +138,46 @@ impl SseDecoder {
             }
         }
         Ok(())
+    }
+
+    /// The usual event, one `data:` line and the blank line after it in
+    /// the same piece: dispatched from the piece, not copied into `data`
+    /// first. What follows the blank line, or `None` (nothing done) for
+    /// anything else, which the line-by-line path then takes.
+    fn dispatch_in_place<'p, F>(
+        &mut self,
+        line: &[u8],
+        rest: &'p [u8],
+        on_item: &mut F,
+    ) -> Result<Option<&'p [u8]>, SseError>
+    where
+        F: FnMut(SseItem<'_>),
+    {
+        if self.has_data || self.first_line {
+            return Ok(None);
+        }
+        let Some(value) = line.strip_prefix(b"data:") else {
+            return Ok(None);
+        };
+        let after: &'p [u8] = match rest {
+            [b'\n', after @ ..] | [b'\r', b'\n', after @ ..] => after,
+            [b'\r'] => {
+                // A blank line ended by CR at the piece's end: an LF that
+                // starts the next piece belongs to it.
+                self.pending_cr = true;
+                &[]
+            }
+            [b'\r', after @ ..] => after,
+            _ => return Ok(None),
+        };
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        if value.len().saturating_add(1) > self.limits.max_event_bytes {
+            return Err(self.fail(SseError::EventTooLarge));
+        }
+        let event = self.event.get(..self.event_len).unwrap_or_default();
+        on_item(SseItem::Event { event, data: value });
+        self.event_len = 0;
+        Ok(Some(after))
     }
 
     fn check_line_len(&mut self, len: usize) -> Result<(), SseError> {
@@ -311,6 +355,50 @@ mod tests {
                 assert_eq!(out, expected, "split at {i},{j}");
             }
         }
+    }
+
+    /// Fed a byte at a time, no event is ever dispatched in place: the two
+    /// paths must say the same, line ends, names, BOM and caps included.
+    #[test]
+    fn in_place_dispatch_says_what_the_line_by_line_path_says() {
+        let inputs: [&[u8]; 8] = [
+            b"data: {\"a\":1}\n\ndata: [DONE]\n\n",
+            b"\xEF\xBB\xBFdata: a\n\ndata: b\r\n\r\ndata:c\r\rdata:  d\r\r\n",
+            b"event: e\ndata: x\n\ndata: y\n\nevent: f\r\ndata: z\r\n\r\n",
+            b"data: one\ndata: two\n\ndata: three\n\n",
+            b": c\ndata: a\r\r\ndata: b\n\r\n",
+            b"data\n\ndata:\n\ndata: \n\nid: 1\ndata: q\n\n",
+            b"data: a\r",
+            b"data: 0123456789\n\ndata: ok\n\n",
+        ];
+        for whole in inputs {
+            for limits in [
+                LIMITS,
+                SseLimits {
+                    max_line_bytes: 1024,
+                    max_event_bytes: 10,
+                },
+            ] {
+                let run = |pieces: &[&[u8]]| {
+                    let mut d = SseDecoder::new(limits);
+                    let mut out = Vec::new();
+                    for p in pieces {
+                        let _ = d.feed(p, &mut |item| out.push(format!("{item:?}")));
+                    }
+                    (out, d.failed())
+                };
+                let bytes: Vec<&[u8]> = whole.chunks(1).collect();
+                assert_eq!(
+                    run(&[whole]),
+                    run(&bytes),
+                    "{:?}",
+                    String::from_utf8_lossy(whole)
+                );
+            }
+        }
+        // A blank line's CR at a piece's end, its LF starting the next.
+        let (out, _) = decode(&[b"data: a\n\r", b"\ndata: b\n\n"]);
+        assert_eq!(out, vec![ev("", "a"), ev("", "b")]);
     }
 
     #[test]
