@@ -6,7 +6,7 @@
 
 use crate::chunked::ChunkedScan;
 use crate::decode::request::{parse_request_with, Hashes};
-use crate::decode::sse::{SseDecoder, SseLimits};
+use crate::decode::sse::{SseDecoder, SseError, SseItem, SseLimits};
 use crate::decode::{openai, verdict};
 use crate::record::{Meter, MeterLimits, TransportEnd};
 use std::time::{Duration, Instant, SystemTime};
@@ -31,19 +31,37 @@ fn pieces(data: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 /// The SSE decoder, fed in fuzzer-chosen pieces; every event is classified
-/// as the proxy would.
+/// as the proxy would. The same bytes fed one at a time, so that no event
+/// is ever dispatched from the piece it came in, give the same items and
+/// the same failure.
 pub fn sse(data: &[u8]) {
+    let chosen = sse_items(pieces(data), true);
+    let one_by_one = sse_items(pieces(data).flat_map(|p| p.chunks(1)), false);
+    debug_assert_eq!(chosen, one_by_one);
+}
+
+/// What the decoder said: each item (0 a comment, 1 an event; its type
+/// and data), then the failure if any.
+type SseSaid = (Vec<(u8, Vec<u8>, Vec<u8>)>, Option<SseError>);
+
+fn sse_items<'a>(pieces: impl Iterator<Item = &'a [u8]>, classify: bool) -> SseSaid {
     let mut d = SseDecoder::new(LIMITS);
-    for piece in pieces(data) {
-        let r = d.feed(piece, &mut |item| {
-            if let crate::decode::sse::SseItem::Event { event, data } = item {
-                let _ = openai::classify_event(event, data);
+    let mut items = Vec::new();
+    for piece in pieces {
+        let r = d.feed(piece, &mut |item| match item {
+            SseItem::Event { event, data } => {
+                if classify {
+                    let _ = openai::classify_event(event, data);
+                }
+                items.push((1, event.to_vec(), data.to_vec()));
             }
+            SseItem::Comment(c) => items.push((0, Vec::new(), c.to_vec())),
         });
         if r.is_err() {
             break;
         }
     }
+    (items, d.failed())
 }
 
 /// The dialect classifiers: an event body, a JSON answer, a guardrail verdict.

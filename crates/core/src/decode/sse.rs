@@ -401,6 +401,48 @@ mod tests {
         assert_eq!(out, vec![ev("", "a"), ev("", "b")]);
     }
 
+    proptest::proptest! {
+        /// Streams made of SSE's own pieces (field names, line ends of
+        /// every kind, BOMs, colons, spaces), cut anywhere: what whole
+        /// pieces give (in place where they can) is what single bytes give.
+        #[test]
+        fn any_stream_cut_anywhere_says_what_its_bytes_one_by_one_say(
+            parts in proptest::collection::vec(proptest::sample::select(vec![
+                "data:", "data: ", "data", "event: e", "id: 1", ":", " ", "x", "{}",
+                "\n", "\r", "\r\n", "\n\n", "\u{FEFF}",
+            ]), 0..40),
+            cuts in proptest::collection::vec(0usize..64, 0..8),
+            small in proptest::bool::ANY,
+        ) {
+            let whole = parts.concat().into_bytes();
+            let mut pieces = Vec::new();
+            let mut rest = whole.as_slice();
+            for c in cuts {
+                let (a, b) = rest.split_at(c.min(rest.len()));
+                pieces.push(a);
+                rest = b;
+            }
+            pieces.push(rest);
+            let limits = if small {
+                SseLimits { max_line_bytes: 12, max_event_bytes: 10 }
+            } else {
+                LIMITS
+            };
+            let run = |pieces: &[&[u8]]| {
+                let mut d = SseDecoder::new(limits);
+                let mut out = Vec::new();
+                for p in pieces {
+                    if d.feed(p, &mut |item| out.push(format!("{item:?}"))).is_err() {
+                        break;
+                    }
+                }
+                (out, d.failed())
+            };
+            let bytes: Vec<&[u8]> = whole.chunks(1).collect();
+            proptest::prop_assert_eq!(run(&pieces), run(&bytes));
+        }
+    }
+
     #[test]
     fn caps_fail_and_stop() {
         let long = vec![b'x'; 2000];
