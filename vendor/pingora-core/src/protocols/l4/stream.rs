@@ -610,6 +610,17 @@ impl Stream {
         Ok(())
     }
 
+    /// This stream's pending-time accounting on or off (new streams follow
+    /// [`set_pending_time_tracking`]). (Patched by tokentap, pingora-core 0009.)
+    pub fn set_track_pending_time(&mut self, on: bool) {
+        for d in [&mut self.read_pending_time, &mut self.write_pending_time] {
+            d.tracked = on;
+            if !on {
+                d.last_start = None;
+            }
+        }
+    }
+
     #[cfg(target_os = "linux")]
     pub fn set_rx_timestamp(&mut self) -> Result<()> {
         use nix::sys::socket::{setsockopt, sockopt, TimestampingFlag};
@@ -940,10 +951,24 @@ impl AsyncWrite for Stream {
     }
 }
 
+/// Whether new streams keep their read and write pending times (on unless a
+/// process turns it off: see [`set_pending_time_tracking`]).
+static TRACK_PENDING_TIME: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Turns the pending-time accounting of streams created from now on on or
+/// off (on by default). It costs two clock reads for every read that has to
+/// wait (each paced event of a relayed stream); with it off,
+/// `get_read_pending_time` and `get_write_pending_time` report zero. For a
+/// process that never reads them. (Patched by tokentap, pingora-core 0009.)
+pub fn set_pending_time_tracking(on: bool) {
+    TRACK_PENDING_TIME.store(on, std::sync::atomic::Ordering::Relaxed);
+}
+
 #[derive(Debug)]
 struct AccumulatedDuration {
     total: Duration,
     last_start: Option<Instant>,
+    tracked: bool,
 }
 
 impl AccumulatedDuration {
@@ -951,11 +976,12 @@ impl AccumulatedDuration {
         AccumulatedDuration {
             total: Duration::ZERO,
             last_start: None,
+            tracked: TRACK_PENDING_TIME.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 
     fn start(&mut self) {
-        if self.last_start.is_none() {
+        if self.tracked && self.last_start.is_none() {
             self.last_start = Some(Instant::now());
         }
     }
@@ -1055,6 +1081,33 @@ mod tests {
         let n = stream.read(buffer.as_mut_slice()).await.unwrap();
         assert_eq!(n, message.len());
         assert!(stream.rx_ts.is_none());
+    }
+
+    /// A read that has to wait counts its wait, unless the stream's
+    /// accounting is off; new streams follow the process-wide setting.
+    #[tokio::test]
+    async fn test_pending_time_tracking() {
+        async fn waited(track: bool) -> Duration {
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            tokio::spawn(async move {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                stream.write_all(b"late").await.unwrap();
+            });
+            let mut stream: Stream = TcpStream::connect(addr).await.unwrap().into();
+            stream.set_track_pending_time(track);
+            let mut buffer = [0u8; 4];
+            stream.read_exact(&mut buffer).await.unwrap();
+            stream.get_read_pending_time()
+        }
+        assert!(waited(true).await >= Duration::from_millis(10));
+        assert_eq!(waited(false).await, Duration::ZERO);
+
+        set_pending_time_tracking(false);
+        let off = AccumulatedDuration::new();
+        set_pending_time_tracking(true);
+        assert!(!off.tracked && AccumulatedDuration::new().tracked);
     }
 
     #[tokio::test]
