@@ -32,8 +32,8 @@ RUN for c in core net proxy sim tools; do mkdir -p crates/$c/src && touch crates
  && rm -rf src crates/*/src crates/proxy/benches
 COPY src ./src
 COPY crates ./crates
-RUN cargo build --release --locked --bin tokentap \
- && ./target/release/tokentap --version
+RUN cargo build --profile dist --locked --bin tokentap \
+ && ./target/dist/tokentap --version
 
 FROM debian:bookworm-slim
 RUN apt-get update \
@@ -41,7 +41,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 tokentap \
  && useradd --system --uid 10001 --gid tokentap --no-create-home --shell /usr/sbin/nologin tokentap
-COPY --from=build /src/target/release/tokentap /usr/local/bin/tokentap
+COPY --from=build /src/target/dist/tokentap /usr/local/bin/tokentap
 USER 10001:10001
 # Taps (as configured; 8080 by convention) and the admin listener
 # (/metrics, /healthz, /readyz, /report).

@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-docs/profiles/s5-1024-streams}"
 command -v perf >/dev/null || { echo "profile-streams: perf is not installed (apt install linux-perf)" >&2; exit 1; }
-cargo build --release --locked --bin tokentap
+cargo build --profile dist --locked --bin tokentap
 bin="${PROFILE_BIN:-}"
 build="profiling build, $(git rev-parse --short HEAD)"
 if [ -z "$bin" ]; then
@@ -24,7 +24,7 @@ else
   build="$bin"
 fi
 runs="$(mktemp -d)"
-./target/release/tokentap bench --systems tokentap --cells s5 --s5-max 1024 --rounds 1 \
+./target/dist/tokentap bench --systems tokentap --cells s5 --s5-max 1024 --rounds 1 \
   --tokentap "$bin" --out "$runs" > "$runs/results.md" 2> "$runs/bench.err" &
 bench=$!
 sleep 4
