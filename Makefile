@@ -110,9 +110,8 @@ soak: deps
 # bench-results/run-*/ (results.json, results.md); BENCHMARKS.md keeps the
 # latest full run. BENCH_ARGS passes options (`--rounds 3`, `--systems ...`).
 BENCH_ARGS ?=
-bench: deps
+bench: build
 	@./scripts/bench-deps.sh
-	$(CARGO) build --profile dist --locked --bin tokentap
 	./target/dist/tokentap bench $(BENCH_ARGS)
 
 clean:
