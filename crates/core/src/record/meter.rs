@@ -117,6 +117,8 @@ pub struct Meter {
     /// A call to make panic (tests of the fail-open guard).
     #[cfg(feature = "fault-injection")]
     fault: Option<MeterCall>,
+    #[cfg(feature = "fault-injection")]
+    stall: Option<MeterCall>,
 }
 
 impl Meter {
@@ -150,6 +152,8 @@ impl Meter {
             response_bytes: 0,
             #[cfg(feature = "fault-injection")]
             fault: None,
+            #[cfg(feature = "fault-injection")]
+            stall: None,
             stream: StreamState {
                 t0,
                 t_first_event: None,
@@ -440,6 +444,8 @@ mod sniff;
 mod stream;
 use body::{Body, Decoding};
 pub use guard::MeterCall;
+#[cfg(feature = "fault-injection")]
+pub use guard::STALL;
 use stream::{EventCtx, StreamState};
 
 #[cfg(test)]

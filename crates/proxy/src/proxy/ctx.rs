@@ -146,16 +146,20 @@ impl RequestCtx {
         }
     }
 
-    /// Makes the named `Meter` call panic (`x-tokentap-fault`, test builds
-    /// only): the guard's promise, shown end to end.
+    /// Makes the named `Meter` call panic (`x-tokentap-fault: response_body`)
+    /// or block for `tokentap_core::record::STALL` each time it runs
+    /// (`x-tokentap-fault: stall:response_body`); test builds only: the
+    /// guard's promises, shown end to end.
     #[cfg(feature = "fault-injection")]
     pub fn inject_fault(&mut self, header: Option<&[u8]>) {
-        let call = header
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(tokentap_core::record::MeterCall::from_label);
-        if let Some(call) = call {
-            self.meter.inject_fault(call);
-        }
+        use tokentap_core::record::MeterCall;
+        let Some(value) = header.and_then(|h| std::str::from_utf8(h).ok()) else {
+            return;
+        };
+        match value.strip_prefix("stall:") {
+            Some(name) => MeterCall::from_label(name).map(|c| self.meter.inject_stall(c)),
+            None => MeterCall::from_label(value).map(|c| self.meter.inject_fault(c)),
+        };
     }
 
     /// The request line and headers.

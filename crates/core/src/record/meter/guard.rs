@@ -1,13 +1,17 @@
 //! What the fail-open guard needs from the `Meter`: the entry points a
 //! hook calls (each run by the proxy under `catch_unwind`), a record that
 //! cannot fail for when `finish` itself panicked, and, in test builds
-//! (feature `fault-injection`), a way to make an entry point panic so the
-//! guard's promise can be shown end to end.
+//! (feature `fault-injection`), a way to make an entry point panic (or
+//! stall) so the guard's promises can be shown end to end.
 
 use super::Meter;
 use crate::decode::request::RequestInfo;
 use crate::record::types::*;
 use std::time::Instant;
+
+/// How long an injected stall blocks (`Meter::inject_stall`).
+#[cfg(feature = "fault-injection")]
+pub const STALL: std::time::Duration = std::time::Duration::from_millis(300);
 
 crate::labels::label_enum! {
     /// A `Meter` call a pingora hook makes (its name is how a test names
@@ -35,12 +39,24 @@ impl Meter {
         self.fault = Some(call);
     }
 
-    /// Panics if a fault was injected at `call` (test builds only).
+    /// Makes every run of `call` block its thread for [`STALL`] (test
+    /// builds only): a decoder that takes its time, to show that the
+    /// bytes it measures are not held for it.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_stall(&mut self, call: MeterCall) {
+        self.stall = Some(call);
+    }
+
+    /// Panics if a fault was injected at `call`, blocks if a stall was
+    /// (test builds only).
     #[cfg(feature = "fault-injection")]
     #[allow(clippy::panic)]
     pub(super) fn fault_point(&self, call: MeterCall) {
         if self.fault == Some(call) {
             panic!("fault injected at Meter::{}", call.as_str());
+        }
+        if self.stall == Some(call) {
+            std::thread::sleep(STALL);
         }
     }
 
