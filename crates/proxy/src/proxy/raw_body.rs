@@ -1,18 +1,22 @@
 //! The rest of a chunked response body, relayed as the upstream sent it
 //! (`ProxyHttp::relay_raw_response_body`, pingora-proxy 0009): per read of
 //! the upstream, one scan of its chunk framing
-//! (`tokentap_core::chunked`), its payload to the Meter, and one write of
-//! the read's bytes, unchanged, to the client. pingora's own path decodes
-//! every chunk into a fresh buffer, runs it through its task and filter
-//! plumbing and encodes it again; this one forwards the bytes it read.
+//! (`tokentap_core::chunked`), one write of the read's bytes, unchanged,
+//! to the client, then their payload to the Meter. pingora's own path
+//! decodes every chunk into a fresh buffer, runs it through its task and
+//! filter plumbing and encodes it again; this one forwards the bytes it
+//! read.
 //!
-//! Owns the loop and its order: nothing is written before it was scanned
-//! (a body whose framing breaks ends with an error, before the bytes that
-//! broke it), every read is written as it came (never two together, never
-//! one held), nothing past the body's end is written (those bytes keep
-//! the upstream connection out of the pool). Not here: sockets, timeouts
-//! and the client's disconnect (`RawBodyRelay`'s), what is measured
-//! (`RequestCtx`), the framing rules (`ChunkedScan`).
+//! Owns the loop and its order: nothing is written before its framing was
+//! scanned (a body whose framing breaks ends with an error, before the
+//! bytes that broke it), every read is written as it came (never two
+//! together, never one held), nothing past the body's end is written
+//! (those bytes keep the upstream connection out of the pool), and the
+//! Meter reads a piece only after it was handed to the client, with the
+//! time it arrived: decoding never delays a byte (`it::failopen`'s stalled
+//! decoder). Not here: sockets, timeouts and the client's disconnect
+//! (`RawBodyRelay`'s), what is measured (`RequestCtx`), the framing rules
+//! (`ChunkedScan`).
 
 use super::arrival::arrival_now;
 use super::RequestCtx;
@@ -30,7 +34,11 @@ pub async fn relay(relay: &mut RawBodyRelay<'_>, ctx: &mut RequestCtx) -> Result
     if ctx.stripper.is_some() {
         return Ok(false);
     }
+    // `scan` decides what is written; `measured` follows it one write
+    // behind, over exactly the bytes written, handing their payload to the
+    // Meter (a second pass over the framing: size lines, not payload).
     let mut scan = ChunkedScan::default();
+    let mut measured = ChunkedScan::default();
     loop {
         let bytes = relay.read().await?;
         let at = ctx
@@ -38,16 +46,18 @@ pub async fn relay(relay: &mut RawBodyRelay<'_>, ctx: &mut RequestCtx) -> Result
             .then(|| arrival_now(relay.rx_timestamp(), ctx.meter.started()));
         let before = scan.payload_len();
         let used = scan
-            .feed(&bytes, |piece| {
-                if let Some(at) = at {
-                    ctx.response_body(at, piece);
-                }
-            })
+            .feed(&bytes, |_| {})
             .or_else(|e| Error::e_explain(INVALID_CHUNK, e.to_string()))
             .map_err(|e| e.into_up())?;
         let (body, past) = bytes.split_at(used.min(bytes.len()));
         let payload = usize::try_from(scan.payload_len().saturating_sub(before)).unwrap_or(0);
-        relay.write(body, payload).await?;
+        let written = relay.write(body, payload).await;
+        // Measured whether or not the client took it: the upstream sent it.
+        if let Some(at) = at {
+            // The same bytes the framing scan accepted: it cannot fail.
+            let _ = measured.feed(body, |piece| ctx.response_body(at, piece));
+        }
+        written?;
         if scan.is_done() {
             if let Some(at) = at {
                 ctx.response_end(at);
