@@ -209,3 +209,25 @@ proptest! {
         prop_assert!(s.payload_len() as usize <= given);
     }
 }
+
+proptest! {
+    /// The plain-line fast path never disagrees with httparse: where it
+    /// answers, httparse gives the same size.
+    #[test]
+    fn plain_size_lines_read_as_httparse_reads_them(
+        digits in "[0-9a-fA-F]{1,17}",
+        junk in proptest::collection::vec(any::<u8>(), 0..20),
+    ) {
+        let line = format!("{digits}\r\n");
+        let fast = plain_size(line.as_bytes());
+        prop_assert_eq!(fast.is_some(), digits.len() <= 16);
+        if let Some(n) = fast {
+            prop_assert_eq!(httparse_size(line.as_bytes()), Some(n));
+        }
+        let mut any = junk;
+        any.extend_from_slice(b"\r\n");
+        if let Some(n) = plain_size(&any) {
+            prop_assert_eq!(httparse_size(&any), Some(n));
+        }
+    }
+}
