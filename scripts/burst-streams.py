@@ -4,21 +4,27 @@ new connection, and the CPU a proxy spent on them.
 
     tokentap sim --listen 127.0.0.1:8000 &                 # the upstream
     taskset -c 1 tokentap run -c tap.yaml &                # or nginx, on core 1
-    taskset -c 0 scripts/burst-streams.py 127.0.0.1:8080 2000 PID
+    taskset -c 0 scripts/burst-streams.py 127.0.0.1:8080 2000 PID [--gap-ms G]
 
 Each request asks the simulator for 4 tokens with no pacing
 (`x-sim: ttft-ms=0,itl-ms=0`), so head, events, `[DONE]` and the end leave
 the simulator together: what a relay does with pieces that arrive
 together decides its cost here. Prints the CPU (user + system, from
-/proc/PID/stat, every thread; children not included: for nginx give the
-worker's pid) per stream; /proc counts 10 ms ticks, so send 2,000 or more.
-With `tcpdump -i lo -w F.pcap` running, the
-capture shows the segments per answer (scripts/ttft-timeline.py reads it).
+/proc/PID/task/*/schedstat, every thread, in nanoseconds; children not
+included: for nginx give the worker's pid) per stream, and the client's
+time to the first event (p50). `--gap-ms` waits that long after each
+stream: the proxy goes idle between requests, as in S2 at concurrency 1,
+so what a request costs from a cold cache shows (0, the default: back to
+back, hot). With `tcpdump -i lo -w F.pcap` running, the capture shows the
+segments per answer (scripts/ttft-timeline.py reads it).
 """
 
+import argparse
 import os
 import socket
+import statistics
 import sys
+import time
 
 BODY = (
     b'{"model":"sim-4x0","stream":true,"max_tokens":4,'
@@ -35,38 +41,57 @@ def request():
     ) + BODY
 
 
-def cpu_ticks(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    # utime and stime: fields 14 and 15 of stat, 12 and 13 after the comm.
-    return int(fields[11]) + int(fields[12])
+def cpu_ns(pid):
+    """CPU time of every thread of pid so far (schedstat's first field)."""
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:
+            pass  # a thread that ended in between
+    return total
 
 
 def one_stream(host, port):
+    """Seconds from the request's send to the first read with an event."""
     with socket.create_connection((host, port)) as s:
+        sent = time.perf_counter()
         s.sendall(request())
         seen = b""
+        first = None
         # The last chunk's CRLF, then the terminator (not the head's end).
         while not (b"[DONE]" in seen and seen.endswith(b"\r\n0\r\n\r\n")):
             piece = s.recv(65536)
             if not piece:
                 break
             seen += piece
+            if first is None and b"data:" in seen:
+                first = time.perf_counter() - sent
     if b"[DONE]" not in seen:
         sys.exit(f"an answer without [DONE]: {seen[:200]!r}")
+    return first
 
 
 def main():
-    if len(sys.argv) != 4:
-        sys.exit(__doc__)
-    host, port = sys.argv[1].rsplit(":", 1)
-    n, pid = int(sys.argv[2]), int(sys.argv[3])
-    before = cpu_ticks(pid)
-    for _ in range(n):
-        one_stream(host, int(port))
-    ticks = cpu_ticks(pid) - before
-    per_stream_us = ticks / os.sysconf("SC_CLK_TCK") / n * 1e6
-    print(f"{n} streams: {per_stream_us:.0f} µs of CPU per stream (pid {pid})")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("addr", help="the proxy's HOST:PORT")
+    ap.add_argument("n", type=int, help="streams")
+    ap.add_argument("pid", type=int, help="the proxy's process (nginx: its worker)")
+    ap.add_argument("--gap-ms", type=float, default=0.0,
+                    help="idle time after each stream (default 0: back to back)")
+    a = ap.parse_args()
+    host, port = a.addr.rsplit(":", 1)
+    before = cpu_ns(a.pid)
+    firsts = []
+    for _ in range(a.n):
+        firsts.append(one_stream(host, int(port)))
+        if a.gap_ms > 0:
+            time.sleep(a.gap_ms / 1000)
+    per_stream_us = (cpu_ns(a.pid) - before) / a.n / 1000
+    first_us = statistics.median(firsts) * 1e6
+    print(f"{a.n} streams, {a.gap_ms:g} ms apart: {per_stream_us:.1f} µs of CPU per stream, "
+          f"first event at the client p50 {first_us:.0f} µs (pid {a.pid})")
 
 
 if __name__ == "__main__":
