@@ -12,26 +12,25 @@
 # caches are hot; with a gap the other work on the core evicts them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/loopback.sh
 bin=${1:-target/dist/tokentap}; n=${2:-400}; shift $(($# < 2 ? $# : 2))
 if [ $# -eq 0 ]; then gaps=(0 10 50); else gaps=("$@"); fi
 tmp=$(mktemp -d /tmp/idle-gap-XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }
 trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return; sleep 0.1; done; echo "idle-gap: nothing on $1" >&2; exit 1; }
-up=$(port)
+up=$(free_port)
 "$bin" sim --listen "127.0.0.1:$up" --log warn >/dev/null 2>&1 & pids+=($!)
 wait_port "$up"
 declare -A listen proc
 for m in on off; do
-  p=$(port); a=$(port); measure=$([ $m = on ] && echo true || echo false)
+  p=$(free_port); a=$(free_port); measure=$([ $m = on ] && echo true || echo false)
   printf 'admin:\n  listen: 127.0.0.1:%s\nserver:\n  threads: 1\ntaps:\n  - name: gap\n    boundary: engine\n    listen: 127.0.0.1:%s\n    upstream: http://127.0.0.1:%s\n    measure: %s\n' \
     "$a" "$p" "$up" "$measure" > "$tmp/$m.yaml"
   taskset -c 1 "$bin" run -c "$tmp/$m.yaml" --log warn >/dev/null 2>&1 & pids+=($!)
   listen[tokentap-$m]=$p; proc[tokentap-$m]=$!
 done
-p=$(port)
+p=$(free_port)
 cat > "$tmp/nginx.conf" <<CONF
 worker_processes 1; master_process off; daemon off; pid $tmp/nginx.pid;
 error_log $tmp/nginx-error.log warn;

@@ -11,6 +11,7 @@
 # llvm-N; installed here with apt when missing and run as root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/loopback.sh
 triple=$(rustc -vV | sed -n 's/^host: //p')
 major=$(rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
 profdata=$(command -v "llvm-profdata-$major" || true)
@@ -35,9 +36,7 @@ tmp=$(mktemp -d /tmp/pgo-XXXXXX)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
 trap cleanup EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return; sleep 0.1; done; echo "pgo: nothing on $1" >&2; exit 1; }
-up=$(port); tap=$(port); admin=$(port)
+up=$(free_port); tap=$(free_port); admin=$(free_port)
 # The simulator's own profile is not wanted: it goes to the scratch dir.
 LLVM_PROFILE_FILE=$tmp/sim-%p.profraw "$gen" sim --listen "127.0.0.1:$up" --log warn >/dev/null 2>&1 & pids+=($!)
 printf 'admin:\n  listen: 127.0.0.1:%s\nserver:\n  threads: 1\ntaps:\n  - name: train\n    boundary: engine\n    listen: 127.0.0.1:%s\n    upstream: http://127.0.0.1:%s\n' \
