@@ -34,9 +34,9 @@ pub async fn relay(relay: &mut RawBodyRelay<'_>, ctx: &mut RequestCtx) -> Result
     if ctx.stripper.is_some() {
         return Ok(false);
     }
-    // `scan` decides what is written; `measured` follows it one write
-    // behind, over exactly the bytes written, handing their payload to the
-    // Meter (a second pass over the framing: size lines, not payload).
+    // `scan` decides what is written; `measured` scans the same bytes
+    // again once they are written (so it stays in step with `scan`),
+    // handing their payload to the Meter (size lines, not payload).
     let mut scan = ChunkedScan::default();
     let mut measured = ChunkedScan::default();
     loop {
