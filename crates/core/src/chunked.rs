@@ -185,9 +185,9 @@ fn chunk_size(line: &[u8]) -> Option<u64> {
 
 /// A line of hex digits only (1 to 16: no overflow) and CRLF, as every
 /// engine and pingora write them; `None` for anything else, which
-/// [`httparse_size`] then judges. A tenth of its instructions: a size line
-/// per streamed event, scanned twice on the raw relay (`tests` hold the
-/// two to the same answer).
+/// [`httparse_size`] then judges. Cheaper than that path, and there is a
+/// size line per streamed event, scanned twice on the raw relay
+/// (BENCHMARKS.md, "After M"); `tests` hold the two to the same answer.
 fn plain_size(line: &[u8]) -> Option<u64> {
     let digits = line.strip_suffix(b"\r\n")?;
     if digits.is_empty() || digits.len() > 16 {
