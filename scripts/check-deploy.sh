@@ -13,7 +13,7 @@
 #   tap configs, join.yaml     `tokentap validate` on config/fleet/*.yaml and
 #                              the tap ConfigMaps, `tokentap join --check` on
 #                              config/fleet/join.yaml, with the built binary
-#                              ($TOKENTAP, default target/dist/tokentap, `make build`)
+#                              ($TOKENTAP, default target/shipped/tokentap, `make build`)
 # Not checked here: the Collector config's semantics (needs an otelcol-contrib
 # binary: `otelcol-contrib validate --config=deploy/otel-collector-fleet.yaml`).
 # Installs what it needs into .venv when missing (the versions pinned in
@@ -25,7 +25,7 @@ cd "$(dirname "$0")/.."
 # is on by default) and the newest kubernetes-validate knows.
 KUBE_VERSIONS=${KUBE_VERSIONS:-"1.30.0 1.37.0"}
 PY=.venv/bin/python
-TOKENTAP=${TOKENTAP:-target/dist/tokentap}
+TOKENTAP=${TOKENTAP:-target/shipped/tokentap}
 
 if [ ! -x "$PY" ] || ! "$PY" -c "import kubernetes_validate, cloudcoil.models.prometheus_operator" >/dev/null 2>&1; then
   [ -x "$PY" ] || python3 -m venv .venv

@@ -9,6 +9,8 @@
 #   docker-compose  validates docker-compose.yml (`config -q` needs no engine)
 #   strace     counts a tap's system calls per streamed event (it::syscalls)
 #   chromium   headless check that the HTML report opens without console errors
+#   llvm-N     llvm-profdata of rustc's own LLVM major N, for the profile-guided
+#              shipped build (scripts/pgo.sh, `make build`)
 #   .venv      the official `openai`, `anthropic`, `ollama` and `huggingface_hub` Python clients for the real-client tests,
 #              `kubernetes-validate` and the Prometheus Operator's CRD models for `make deploy-check` (pip)
 #   cargo-deny licenses, bans and sources of the dependency tree (cargo install)
@@ -26,6 +28,8 @@ command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || apt_packages+=
 command -v docker-compose >/dev/null 2>&1 || apt_packages+=(docker-compose)
 command -v strace >/dev/null 2>&1 || apt_packages+=(strace)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || apt_packages+=(chromium)
+llvm=$(rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
+command -v "llvm-profdata-$llvm" >/dev/null 2>&1 || [ -x "/usr/lib/llvm-$llvm/bin/llvm-profdata" ] || apt_packages+=("llvm-$llvm")
 if [ "${#apt_packages[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
     SUDO=""
@@ -40,7 +44,7 @@ if [ "${#apt_packages[@]}" -gt 0 ]; then
       fi
     done
   else
-    echo "deps: please install: ${apt_packages[*]} (cmake for the build; patch for make lint; promtool from Prometheus, nginx, haproxy, docker-compose, strace and chromium for the tests)" >&2
+    echo "deps: please install: ${apt_packages[*]} (cmake for the build; patch for make lint; promtool from Prometheus, nginx, haproxy, docker-compose, strace and chromium for the tests; llvm-profdata of rustc's LLVM for make build)" >&2
     exit 1
   fi
 fi

@@ -5,7 +5,7 @@
 # (scripts/burst-streams.py) on core 0, `tokentap sim` unpinned.
 #
 #     scripts/idle-gap.sh [BIN] [STREAMS] [GAP_MS...]
-#     scripts/idle-gap.sh target/dist/tokentap 400 0 10 50
+#     scripts/idle-gap.sh target/shipped/tokentap 400 0 10 50
 #
 # Prints, per system and gap, the CPU per stream (every thread, from
 # schedstat) and the client's first-event p50. Back to back (gap 0) the
@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/loopback.sh
-bin=${1:-target/dist/tokentap}; n=${2:-400}; shift $(($# < 2 ? $# : 2))
+bin=${1:-target/shipped/tokentap}; n=${2:-400}; shift $(($# < 2 ? $# : 2))
 if [ $# -eq 0 ]; then gaps=(0 10 50); else gaps=("$@"); fi
 tmp=$(mktemp -d /tmp/idle-gap-XXXXXX)
 pids=()
