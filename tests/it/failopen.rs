@@ -3,12 +3,13 @@
 //! only. The client gets exactly what it would get direct, the record is
 //! counted `unmeasured` with `decoder_panic`, and the next request on the
 //! same tap is measured as usual. A decoder that takes its time
-//! (`x-tokentap-fault: stall:…`) holds no streamed event back.
+//! (`x-tokentap-fault: stall:…`) holds no piece back: each is measured
+//! after it was written.
 
 use crate::support::*;
 use sha2::{Digest, Sha256};
-use std::time::Duration;
-use tokentap_core::record::{MeasureError, MeterCall, Outcome, STALL};
+use std::time::{Duration, Instant};
+use tokentap_core::record::{MeasureError, MeterCall, Outcome, RequestRecord, STALL};
 use tokentap_net::client;
 use tokentap_sim::Profile;
 
@@ -87,6 +88,62 @@ async fn a_panic_in_any_meter_call_leaves_the_bytes_and_counts_the_record_unmeas
     );
 }
 
+/// Sends one request with a decoder that blocks for `STALL` (300 ms) on
+/// every response piece, direct and through the tap; returns both answers,
+/// the record and when it came.
+async fn stalled(
+    profile: Profile,
+    stream: bool,
+    id: &str,
+) -> (client::Response, client::Response, RequestRecord, Instant) {
+    let Twins {
+        direct,
+        behind: _behind,
+        tap,
+    } = twins(profile, "");
+    let headers = [
+        ("content-type", "application/json"),
+        ("x-request-id", id),
+        ("x-tokentap-fault", "stall:response_body"),
+    ];
+    let body = chat(stream, true);
+    let path = "/v1/chat/completions";
+    let a = client::send(direct.addr, "POST", path, &headers, &body)
+        .await
+        .unwrap();
+    let b = client::send(tap.addr, "POST", path, &headers, &body)
+        .await
+        .unwrap();
+    assert!(a.complete && b.complete, "{id}");
+    assert_eq!(Sha256::digest(&a.body), Sha256::digest(&b.body), "{id}");
+    let r = tap.records.wait(id).await;
+    (a, b, r, Instant::now())
+}
+
+/// When read `i` of a response came, from the request's send.
+fn read_at(r: &client::Response, i: usize) -> Duration {
+    let read = r
+        .reads
+        .get(i)
+        .unwrap_or_else(|| panic!("no read {i}: {:?}", r.reads));
+    read.at.duration_since(r.sent_at)
+}
+
+/// When the client had received the first `n` bytes of a response, from
+/// the request's send.
+fn bytes_by(r: &client::Response, n: usize) -> Duration {
+    let mut seen = 0;
+    let read = r
+        .reads
+        .iter()
+        .find(|read| {
+            seen += read.len;
+            seen >= n
+        })
+        .unwrap_or_else(|| panic!("fewer than {n} bytes: {:?}", r.reads));
+    read.at.duration_since(r.sent_at)
+}
+
 /// On the chunked path the Meter reads each piece after it was handed to
 /// the client: a decoder that blocks for `STALL` (300 ms) on every piece
 /// delays no event's first byte. Measured before the write, the first
@@ -99,39 +156,15 @@ async fn a_stalled_decoder_holds_no_event_back() {
         itl_ms: 100.0,
         output_tokens: 4,
         // No role delta right after the head: the head comes alone, so
-        // every body piece takes the chunked path (a piece read with the
-        // head takes pingora's, which measures it before the write).
+        // every body piece takes the chunked path (`raw_body`).
         role_delta: false,
         ..Profile::default()
     };
-    let Twins {
-        direct,
-        behind: _behind,
-        tap,
-    } = twins(profile, "");
-    let headers = [
-        ("content-type", "application/json"),
-        ("x-request-id", "stalled"),
-        ("x-tokentap-fault", "stall:response_body"),
-    ];
-    let body = chat(true, true);
-    let path = "/v1/chat/completions";
-    let a = client::send(direct.addr, "POST", path, &headers, &body)
-        .await
-        .unwrap();
-    let b = client::send(tap.addr, "POST", path, &headers, &body)
-        .await
-        .unwrap();
-    assert!(a.complete && b.complete);
-    assert_eq!(Sha256::digest(&a.body), Sha256::digest(&b.body));
+    let (a, b, r, _) = stalled(profile, true, "stalled").await;
     // The head comes alone, the first event `ttft` later: the event is
     // the second read, relayed on the chunked path, and written before
     // the decoder's first stall.
-    let first_event = |r: &client::Response| {
-        assert!(r.reads.len() >= 2, "{:?}", r.reads);
-        r.reads[1].at.duration_since(r.sent_at)
-    };
-    let (direct_ttft, tap_ttft) = (first_event(&a), first_event(&b));
+    let (direct_ttft, tap_ttft) = (read_at(&a, 1), read_at(&b, 1));
     assert!(
         tap_ttft < direct_ttft + STALL / 2,
         "the first event waited for the decoder: {tap_ttft:?} through the tap, {direct_ttft:?} direct"
@@ -139,20 +172,86 @@ async fn a_stalled_decoder_holds_no_event_back() {
     // The stall did happen: it began once the first event was written
     // and held the next read (direct's second event, `itl` later) until
     // it ended. The stream was still measured whole.
-    let second_event = |r: &client::Response| {
-        assert!(r.reads.len() >= 3, "{:?}", r.reads);
-        r.reads[2].at.duration_since(r.sent_at)
-    };
     assert!(
-        second_event(&b) >= second_event(&a) + STALL / 2,
+        read_at(&b, 2) >= read_at(&a, 2) + STALL / 2,
         "no stall seen: the second event came {:?} through the tap, {:?} direct",
-        second_event(&b),
-        second_event(&a)
+        read_at(&b, 2),
+        read_at(&a, 2)
     );
-    let r = tap.records.wait("stalled").await;
     assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
     assert_eq!(r.output_tokens, Some(4));
     println!(
         "stalled decoder ({STALL:?} per piece): first event {tap_ttft:?} through the tap, {direct_ttft:?} direct"
+    );
+}
+
+/// What pingora's own path writes (the piece read with the response head,
+/// a content-length body) is measured once written (`held`, pingora-proxy
+/// 0011): the same stalled decoder delays neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_decoder_holds_no_piece_back() {
+    let _g = serial().await;
+    // The role delta goes out with the head, in one write: the tap reads
+    // both at once and they take pingora's path together.
+    let streamed = Profile {
+        ttft_ms: 100.0,
+        itl_ms: 100.0,
+        output_tokens: 4,
+        role_delta: true,
+        ..Profile::default()
+    };
+    let (a, b, r, _) = stalled(streamed, true, "stalled-head").await;
+    // Direct's first read is what the simulator wrote at once: the head
+    // and the role delta. Through the tap (the same bytes), when the
+    // client had that many, however the writes fell.
+    let first = a.reads.first().map_or(0, |read| read.len);
+    assert!(
+        first > b"HTTP/1.1 200 OK\r\n".len() + 200,
+        "direct's first read holds the head and the role delta: {:?}",
+        a.reads
+    );
+    let (direct_head, tap_head) = (read_at(&a, 0), bytes_by(&b, first));
+    assert!(
+        tap_head < direct_head + STALL / 2,
+        "the piece read with the head waited for the decoder: {tap_head:?} through the tap, {direct_head:?} direct; reads {:?}",
+        b.reads
+            .iter()
+            .map(|read| (read.at.duration_since(b.sent_at), read.len))
+            .collect::<Vec<_>>()
+    );
+    // The decoder's stall held what came after.
+    let last = |r: &client::Response| read_at(r, r.reads.len().saturating_sub(1));
+    assert!(
+        last(&b) >= last(&a) + STALL / 2,
+        "no stall seen: the last read came {:?} through the tap, {:?} direct",
+        last(&b),
+        last(&a)
+    );
+    assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
+    assert_eq!(r.output_tokens, Some(4));
+
+    // A non-streamed answer: its body, with a content-length, is one piece.
+    let plain = Profile {
+        ttft_ms: 50.0,
+        output_tokens: 4,
+        ..Profile::default()
+    };
+    let (a, b, r, recorded) = stalled(plain, false, "stalled-json").await;
+    let (direct_done, tap_done) = (last(&a), last(&b));
+    assert!(
+        tap_done < direct_done + STALL / 2,
+        "the body waited for the decoder: complete after {tap_done:?} through the tap, {direct_done:?} direct"
+    );
+    // The decoding came after the write, and took the stall.
+    let written = b.sent_at + tap_done;
+    assert!(
+        recorded.duration_since(written) >= STALL / 2,
+        "no stall seen: the record came {:?} after the body",
+        recorded.duration_since(written)
+    );
+    assert_eq!(r.outcome, Outcome::Ok, "{r:?}");
+    assert_eq!(r.output_tokens, Some(4));
+    println!(
+        "stalled decoder ({STALL:?} per piece): head and role delta {tap_head:?} through the tap, {direct_head:?} direct; a JSON body complete after {tap_done:?}, {direct_done:?} direct"
     );
 }

@@ -440,9 +440,10 @@ where
             return Ok(None);
         }
 
-        let response_done = session.write_response_tasks(filtered_tasks).await?;
+        let written = session.write_response_tasks(filtered_tasks).await;
+        self.inner.response_written(session, ctx);
 
-        Ok(Some(response_done))
+        Ok(Some(written?))
     }
 
     // todo use this function to replace bidirection_1to2()

@@ -479,9 +479,10 @@ where
             return Ok(None);
         }
 
-        let response_done = session.write_response_tasks(filtered_tasks).await?;
+        let written = session.write_response_tasks(filtered_tasks).await;
+        self.inner.response_written(session, ctx);
 
-        Ok(Some(response_done))
+        Ok(Some(written?))
     }
 
     // returns whether server (downstream) session can be reused

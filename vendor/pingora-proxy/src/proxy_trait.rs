@@ -475,6 +475,16 @@ pub trait ProxyHttp {
         Ok(false)
     }
 
+    /// Called after pingora wrote a batch of response tasks (the header,
+    /// body pieces, the end) to the downstream, whether or not the write
+    /// succeeded: work on what [Self::upstream_response_body_filter()]
+    /// saw that must not delay its write (measuring it) goes here. Called
+    /// by the HTTP/1 direct relay, the HTTP/1 and the HTTP/2 proxy paths;
+    /// not for what [Self::relay_raw_response_body()] relays, nor for
+    /// responses served from the cache.
+    /// Patched by tokentap (pingora-proxy 0011).
+    fn response_written(&self, _session: &mut Session, _ctx: &mut Self::CTX) {}
+
     /// Similar to [Self::upstream_response_filter()] but for response body
     ///
     /// This function will be called every time a piece of response body is received. The `body` is

@@ -4,6 +4,7 @@
 //! measurement for this request (`decoder_panic`, counted `unmeasured`),
 //! never the bytes.
 
+use super::held::{Held, Release};
 use super::tap::{Tap, TapSettings};
 use crate::config::Boundary;
 use crate::metrics::InFlight as TapInFlight;
@@ -36,6 +37,8 @@ pub struct RequestCtx {
     pub injected_body: Option<bytes::Bytes>,
     /// Cuts the usage chunk the injection caused from the response.
     pub stripper: Option<tokentap_core::inject::UsageStripper>,
+    /// Response pieces pingora has yet to write (`held`).
+    held: Held,
     /// The live analyses' in-flight level when this request arrived.
     level: u32,
     /// Keeps this request's trace open in the correlator while it runs
@@ -95,6 +98,7 @@ impl RequestCtx {
             inject_trace: None,
             injected_body: None,
             stripper: None,
+            held: Held::default(),
             level,
             open_trace: None,
             _in_flight: InFlight(tap.in_flight.clone(), live),
@@ -208,6 +212,31 @@ impl RequestCtx {
                 content_length,
             );
         });
+    }
+
+    /// A response piece pingora is about to write (its body filter, the
+    /// end with it when `end`): held until written, then measured
+    /// (`measure_written`), so decoding never delays it.
+    pub fn response_piece(&mut self, at: Instant, piece: Option<&bytes::Bytes>, end: bool) {
+        if let Some(piece) = piece.filter(|p| !p.is_empty()) {
+            if let Some((at, over)) = self.held.hold(at, piece.clone()) {
+                self.response_body(at, &over);
+            }
+        }
+        if end {
+            self.held.end(at);
+        }
+    }
+
+    /// Measures what `response_piece` held: pingora wrote it
+    /// (`ProxyHttp::response_written`), or the request ended (`logging`).
+    pub fn measure_written(&mut self) {
+        while let Some(next) = self.held.release() {
+            match next {
+                Release::Piece(at, piece) => self.response_body(at, &piece),
+                Release::End(at) => self.response_end(at),
+            }
+        }
     }
 
     /// Feeds one response piece to the decoder.

@@ -14,14 +14,17 @@
 //! (path, request id) → `request_filter` (usage injection) →
 //! `upstream_peer` → `upstream_request_filter` →
 //! `request_body_filter`* → `upstream_response_filter` (TTFB) →
-//! `upstream_response_body_filter`* (every chunk: its arrival, decode) →
-//! `relay_raw_response_body` (the rest of a chunked body, scanned and
-//! forwarded as it came: `raw_body`) → `logging` (close the record, emit it).
+//! `upstream_response_body_filter`* (every piece: its arrival, held) →
+//! `response_written`* (after each write: the held pieces decoded, `held`)
+//! → `relay_raw_response_body` (the rest of a chunked body, scanned,
+//! forwarded as it came, then decoded: `raw_body`) → `logging` (close the
+//! record, emit it).
 
 mod arrival;
 mod ctx;
 pub mod errors;
 mod headers;
+mod held;
 mod raw_body;
 mod stale;
 mod tap;
@@ -269,13 +272,14 @@ impl ProxyHttp for TapProxy {
             return Ok(None);
         }
         let now = arrival::arrival_now(session.upstream_rx_timestamp(), ctx.meter.started());
-        if let Some(piece) = body.as_deref().filter(|b| !b.is_empty()) {
-            ctx.response_body(now, piece);
-        }
-        if end_of_stream {
-            ctx.response_end(now);
-        }
+        ctx.response_piece(now, body.as_ref(), end_of_stream);
         Ok(None)
+    }
+
+    /// What the body filter held, measured once pingora wrote it
+    /// (pingora-proxy 0011).
+    fn response_written(&self, _session: &mut Session, ctx: &mut Self::CTX) {
+        ctx.measure_written();
     }
 
     /// The rest of a chunked stream, forwarded as it came (`raw_body`).
@@ -315,6 +319,9 @@ impl ProxyHttp for TapProxy {
         if std::mem::replace(&mut ctx.finished, true) || ctx.rejected || !ctx.measure {
             return;
         }
+        // What no write reported (an error before it, a path without the
+        // hook) is measured now, before the record closes.
+        ctx.measure_written();
         let now = Instant::now();
         ctx.collect_request().await;
         let record = ctx.finish(now, errors::classify(e));
