@@ -11,9 +11,10 @@ deps:
 # The shipped binary, target/shipped/tokentap: Cargo.toml's `dist` profile
 # (release with fat LTO and one codegen unit) built profile-guided by
 # scripts/pgo.sh: an instrumented build trained as a tap in front of the
-# simulator, then the build that uses its profile (~13 minutes cold on 2
-# cores; ~21 % fewer instructions per streamed event than `dist` alone,
-# BENCHMARKS.md "After M"). `make build PGO=0` skips the training.
+# simulator, then the build that uses its profile (~12 minutes cold on 2
+# cores, seconds when no source changed; ~21 % fewer instructions per
+# streamed event than `dist` alone, BENCHMARKS.md "After M"). `make build
+# PGO=0` skips the training.
 # Tests build `release`; `make bench` and deploy-check use this one.
 PGO ?= 1
 build: deps

@@ -12,9 +12,11 @@
 #
 # Needs llvm-profdata of rustc's own LLVM major version (Debian's llvm-N,
 # which scripts/deps.sh installs). Each build has its own target dir under
-# target/pgo/ and the profile's file name carries its hash, so cargo builds
-# again whenever the profile changed and never mixes the two builds with a
-# plain `cargo build --profile dist`.
+# target/pgo/, so neither mixes with a plain `cargo build --profile dist`.
+# The profile is named after the instrumented binary it came from: when
+# that binary did not change (cargo had nothing to rebuild), its profile
+# is reused and the run takes seconds; when it did, the new name is a new
+# RUSTFLAGS, so cargo builds the optimised binary again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/loopback.sh
@@ -39,27 +41,30 @@ profdata=$(command -v "llvm-profdata-$major" || true)
 }
 out=target/pgo
 data=$PWD/$out/data
-rm -rf "$data"; mkdir -p "$data"
 # --target keeps RUSTFLAGS off build scripts and proc macros.
 build() { cargo build --profile dist --locked --bin tokentap --target "$triple" --target-dir "$out/$1"; }
 echo "pgo: instrumented build"
 RUSTFLAGS="-Cprofile-generate=$data" build gen
 gen=$out/gen/$triple/dist/tokentap
-
-tmp=$(mktemp -d /tmp/pgo-XXXXXX)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
-trap cleanup EXIT
-up=$(free_port); tap=$(free_port); admin=$(free_port)
-# The simulator's own profile is not wanted: it goes to the scratch dir.
-LLVM_PROFILE_FILE=$tmp/sim-%p.profraw "$gen" sim --listen "127.0.0.1:$up" --log warn >/dev/null 2>&1 & pids+=($!)
-printf 'admin:\n  listen: 127.0.0.1:%s\nserver:\n  threads: 1\ntaps:\n  - name: train\n    boundary: engine\n    listen: 127.0.0.1:%s\n    upstream: http://127.0.0.1:%s\n' \
-  "$admin" "$tap" "$up" > "$tmp/tap.yaml"
-LLVM_PROFILE_FILE=$data/tap-%p.profraw "$gen" run -c "$tmp/tap.yaml" --log warn >/dev/null 2>&1 & tap_pid=$!; pids+=($tap_pid)
-wait_port "$up"; wait_port "$tap"
-echo "pgo: training (non-streamed, unpaced streams, paced streams held open)"
-started=$SECONDS
-python3 - "$tap" <<'PY'
+profile=$PWD/$out/tokentap-$(sha256sum "$gen" | cut -c1-16).profdata
+# The training: a tap built instrumented, in front of the simulator, for
+# the benchmark's traffic; its profile is merged into $profile.
+train() {
+  rm -rf "$data"; mkdir -p "$data"
+  tmp=$(mktemp -d /tmp/pgo-XXXXXX)
+  pids=()
+  cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"; }
+  trap cleanup EXIT
+  up=$(free_port); tap=$(free_port); admin=$(free_port)
+  # The simulator's own profile is not wanted: it goes to the scratch dir.
+  LLVM_PROFILE_FILE=$tmp/sim-%p.profraw "$gen" sim --listen "127.0.0.1:$up" --log warn >/dev/null 2>&1 & pids+=($!)
+  printf 'admin:\n  listen: 127.0.0.1:%s\nserver:\n  threads: 1\ntaps:\n  - name: train\n    boundary: engine\n    listen: 127.0.0.1:%s\n    upstream: http://127.0.0.1:%s\n' \
+    "$admin" "$tap" "$up" > "$tmp/tap.yaml"
+  LLVM_PROFILE_FILE=$data/tap-%p.profraw "$gen" run -c "$tmp/tap.yaml" --log warn >/dev/null 2>&1 & tap_pid=$!; pids+=($tap_pid)
+  wait_port "$up"; wait_port "$tap"
+  echo "pgo: training (non-streamed, unpaced streams, paced streams held open)"
+  started=$SECONDS
+  python3 - "$tap" <<'PY'
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("cost", "scripts/request-cost.py")
 cost = importlib.util.module_from_spec(spec); spec.loader.exec_module(cost)
@@ -67,18 +72,22 @@ port = int(sys.argv[1])
 cost.send(port, 20000, False)   # S9's request: 16 tokens at once
 cost.send(port, 200, True)      # 64 events, 2 ms apart: a read per event
 PY
-scripts/burst-streams.py "127.0.0.1:$tap" 2000 "$tap_pid" >/dev/null
-scripts/hold-streams.py "127.0.0.1:$tap" 256 3 "$tap_pid" >/dev/null
-# A graceful stop: the profile is written as the process exits.
-kill -TERM "$tap_pid"; wait "$tap_pid" || true
-ls "$data"/tap-*.profraw >/dev/null 2>&1 || { echo "pgo: the tap wrote no profile" >&2; exit 1; }
-echo "pgo: trained in $((SECONDS - started)) s"
-"$profdata" merge -o "$out/merged.profdata" "$data"
-# The hash in the name: a new profile is a new RUSTFLAGS, so cargo rebuilds.
-sum=$(sha256sum "$out/merged.profdata" | cut -c1-16)
-rm -f "$out"/tokentap-*.profdata
-profile=$PWD/$out/tokentap-$sum.profdata
-mv "$out/merged.profdata" "$profile"
+  scripts/burst-streams.py "127.0.0.1:$tap" 2000 "$tap_pid" >/dev/null
+  scripts/hold-streams.py "127.0.0.1:$tap" 256 3 "$tap_pid" >/dev/null
+  # A graceful stop: the profile is written as the process exits.
+  kill -TERM "$tap_pid"; wait "$tap_pid" || true
+  ls "$data"/tap-*.profraw >/dev/null 2>&1 || { echo "pgo: the tap wrote no profile" >&2; exit 1; }
+  echo "pgo: trained in $((SECONDS - started)) s"
+  rm -f "$out"/tokentap-*.profdata
+  # Merged aside, then renamed: a cut-off merge leaves no profile to reuse.
+  "$profdata" merge -o "$profile.part" "$data"
+  mv "$profile.part" "$profile"
+}
+if [ -s "$profile" ]; then
+  echo "pgo: the instrumented binary did not change: its profile is reused"
+else
+  train
+fi
 echo "pgo: optimised build"
 RUSTFLAGS="-Cprofile-use=$profile" build use
 cp "$out/use/$triple/dist/tokentap" "$shipped"
