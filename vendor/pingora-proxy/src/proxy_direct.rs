@@ -217,7 +217,7 @@ where
                     // One write for the batch (pingora-core 0002); then
                     // the application's work on it (pingora-proxy 0011).
                     let written = session.write_response_tasks(tasks).await;
-                    self.inner.response_written(session, ctx);
+                    self.inner.response_tasks_written(session, ctx);
                     response_done = written?;
                     if let Some(e) = failed {
                         return Err(e);

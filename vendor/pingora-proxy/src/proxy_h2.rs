@@ -480,7 +480,7 @@ where
         }
 
         let written = session.write_response_tasks(filtered_tasks).await;
-        self.inner.response_written(session, ctx);
+        self.inner.response_tasks_written(session, ctx);
 
         Ok(Some(written?))
     }

@@ -481,9 +481,11 @@ pub trait ProxyHttp {
     /// saw that must not delay its write (measuring it) goes here. Called
     /// by the HTTP/1 direct relay, the HTTP/1 and the HTTP/2 proxy paths;
     /// not for what [Self::relay_raw_response_body()] relays, nor for
-    /// responses served from the cache.
+    /// responses served from the cache, nor by the custom-protocol proxy
+    /// (`proxy_custom.rs`) or a subrequest's pipe (`subrequest/pipe.rs`).
+    /// (Not `Session::response_written()`: that is the header written.)
     /// Patched by tokentap (pingora-proxy 0011).
-    fn response_written(&self, _session: &mut Session, _ctx: &mut Self::CTX) {}
+    fn response_tasks_written(&self, _session: &mut Session, _ctx: &mut Self::CTX) {}
 
     /// Similar to [Self::upstream_response_filter()] but for response body
     ///

@@ -229,7 +229,7 @@ impl RequestCtx {
     }
 
     /// Measures what `response_piece` held: pingora wrote it
-    /// (`ProxyHttp::response_written`), or the request ended (`logging`).
+    /// (`ProxyHttp::response_tasks_written`), or the request ended (`logging`).
     pub fn measure_written(&mut self) {
         while let Some(next) = self.held.release() {
             match next {

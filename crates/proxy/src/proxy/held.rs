@@ -4,7 +4,7 @@
 //! response head, a content-length body, every piece of an HTTP/2
 //! response); measuring there would make every piece wait for its
 //! decoding. The hook only stamps and holds the piece (a reference-counted
-//! `Bytes`, no copy); `ProxyHttp::response_written` (pingora-proxy 0011),
+//! `Bytes`, no copy); `ProxyHttp::response_tasks_written` (pingora-proxy 0011),
 //! which runs once the batch was written, hands the held pieces to the
 //! Meter with the times they arrived, so no figure moves.
 //!

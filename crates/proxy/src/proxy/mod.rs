@@ -15,7 +15,7 @@
 //! `upstream_peer` → `upstream_request_filter` →
 //! `request_body_filter`* → `upstream_response_filter` (TTFB) →
 //! `upstream_response_body_filter`* (every piece: its arrival, held) →
-//! `response_written`* (after each write: the held pieces decoded, `held`)
+//! `response_tasks_written`* (after each write: the held pieces decoded, `held`)
 //! → `relay_raw_response_body` (the rest of a chunked body, scanned,
 //! forwarded as it came, then decoded: `raw_body`) → `logging` (close the
 //! record, emit it).
@@ -278,7 +278,7 @@ impl ProxyHttp for TapProxy {
 
     /// What the body filter held, measured once pingora wrote it
     /// (pingora-proxy 0011).
-    fn response_written(&self, _session: &mut Session, ctx: &mut Self::CTX) {
+    fn response_tasks_written(&self, _session: &mut Session, ctx: &mut Self::CTX) {
         ctx.measure_written();
     }
 
