@@ -28,8 +28,6 @@ command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || apt_packages+=
 command -v docker-compose >/dev/null 2>&1 || apt_packages+=(docker-compose)
 command -v strace >/dev/null 2>&1 || apt_packages+=(strace)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || apt_packages+=(chromium)
-llvm=$(rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
-command -v "llvm-profdata-$llvm" >/dev/null 2>&1 || [ -x "/usr/lib/llvm-$llvm/bin/llvm-profdata" ] || apt_packages+=("llvm-$llvm")
 if [ "${#apt_packages[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
     SUDO=""
@@ -44,9 +42,24 @@ if [ "${#apt_packages[@]}" -gt 0 ]; then
       fi
     done
   else
-    echo "deps: please install: ${apt_packages[*]} (cmake for the build; patch for make lint; promtool from Prometheus, nginx, haproxy, docker-compose, strace and chromium for the tests; llvm-profdata of rustc's LLVM for make build)" >&2
+    echo "deps: please install: ${apt_packages[*]} (cmake for the build; patch for make lint; promtool from Prometheus, nginx, haproxy, docker-compose, strace and chromium for the tests)" >&2
     exit 1
   fi
+fi
+
+# llvm-profdata of rustc's own LLVM, for the profile-guided `make build`:
+# apart from the rest, so that a system without that package (Debian
+# bookworm has llvm-22 in bookworm-security) still gets the tests, and
+# scripts/pgo.sh says what is missing (or `make build PGO=0`).
+llvm=$(rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
+if [ -n "$llvm" ] && ! command -v "llvm-profdata-$llvm" >/dev/null 2>&1 && [ ! -x "/usr/lib/llvm-$llvm/bin/llvm-profdata" ] \
+   && command -v apt-get >/dev/null 2>&1; then
+  echo "deps: installing llvm-$llvm (apt) for llvm-profdata"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq || true
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "llvm-$llvm" >/dev/null \
+    || echo "deps: llvm-$llvm did not install; make build needs it (PGO=0 builds without)" >&2
 fi
 
 if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import openai, anthropic, ollama, huggingface_hub, kubernetes_validate, cloudcoil.models.prometheus_operator" >/dev/null 2>&1; then

@@ -13,10 +13,10 @@
 # Needs llvm-profdata of rustc's own LLVM major version (Debian's llvm-N,
 # which scripts/deps.sh installs). Each build has its own target dir under
 # target/pgo/, so neither mixes with a plain `cargo build --profile dist`.
-# The profile is named after the instrumented binary it came from: when
-# that binary did not change (cargo had nothing to rebuild), its profile
-# is reused and the run takes seconds; when it did, the new name is a new
-# RUSTFLAGS, so cargo builds the optimised binary again.
+# The profile is named after the instrumented binary it came from and the
+# training's scripts: when neither changed (cargo had nothing to rebuild),
+# the profile is reused and the run takes a second; when one did, the new
+# name is a new RUSTFLAGS, so cargo builds the optimised binary again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/loopback.sh
@@ -46,7 +46,9 @@ build() { cargo build --profile dist --locked --bin tokentap --target "$triple" 
 echo "pgo: instrumented build"
 RUSTFLAGS="-Cprofile-generate=$data" build gen
 gen=$out/gen/$triple/dist/tokentap
-profile=$PWD/$out/tokentap-$(sha256sum "$gen" | cut -c1-16).profdata
+# The profile's key: the instrumented binary and the training that runs it.
+training=(scripts/pgo.sh scripts/request-cost.py scripts/burst-streams.py scripts/hold-streams.py)
+profile=$PWD/$out/tokentap-$(cat "$gen" "${training[@]}" | sha256sum | cut -c1-16).profdata
 # The training: a tap built instrumented, in front of the simulator, for
 # the benchmark's traffic; its profile is merged into $profile.
 train() {
@@ -57,7 +59,7 @@ train() {
   trap cleanup EXIT
   up=$(free_port); tap=$(free_port); admin=$(free_port)
   # The simulator's own profile is not wanted: it goes to the scratch dir.
-  LLVM_PROFILE_FILE=$tmp/sim-%p.profraw "$gen" sim --listen "127.0.0.1:$up" --log warn >/dev/null 2>&1 & pids+=($!)
+  LLVM_PROFILE_FILE=$tmp/sim-%p.profraw "$gen" sim --listen "127.0.0.1:$up" --log warn >/dev/null 2>&1 & sim_pid=$!; pids+=($sim_pid)
   printf 'admin:\n  listen: 127.0.0.1:%s\nserver:\n  threads: 1\ntaps:\n  - name: train\n    boundary: engine\n    listen: 127.0.0.1:%s\n    upstream: http://127.0.0.1:%s\n' \
     "$admin" "$tap" "$up" > "$tmp/tap.yaml"
   LLVM_PROFILE_FILE=$data/tap-%p.profraw "$gen" run -c "$tmp/tap.yaml" --log warn >/dev/null 2>&1 & tap_pid=$!; pids+=($tap_pid)
@@ -76,15 +78,18 @@ PY
   scripts/hold-streams.py "127.0.0.1:$tap" 256 3 "$tap_pid" >/dev/null
   # A graceful stop: the profile is written as the process exits.
   kill -TERM "$tap_pid"; wait "$tap_pid" || true
+  pids=("$sim_pid")   # the tap was reaped: its pid may be reused
   ls "$data"/tap-*.profraw >/dev/null 2>&1 || { echo "pgo: the tap wrote no profile" >&2; exit 1; }
   echo "pgo: trained in $((SECONDS - started)) s"
-  rm -f "$out"/tokentap-*.profdata
+  # The simulator and the scratch dir go now, not after the long build.
+  cleanup; trap - EXIT
+  rm -f "$out"/tokentap-*.profdata "$out"/tokentap-*.profdata.part
   # Merged aside, then renamed: a cut-off merge leaves no profile to reuse.
   "$profdata" merge -o "$profile.part" "$data"
   mv "$profile.part" "$profile"
 }
 if [ -s "$profile" ]; then
-  echo "pgo: the instrumented binary did not change: its profile is reused"
+  echo "pgo: neither the instrumented binary nor its training changed: the profile is reused"
 else
   train
 fi
