@@ -35,11 +35,42 @@ pub(crate) struct Proc {
 /// Starts `tokentap run` on the config `yaml(tap, admin)` writes (in a
 /// `tokentap-{name}-*` scratch directory); returns when `/readyz` is 200.
 pub(crate) async fn spawn(name: &str, yaml: impl FnOnce(SocketAddr, SocketAddr) -> String) -> Proc {
+    launch(name, None, yaml).await
+}
+
+/// `spawn` with the open-files limit set to `soft` and `hard` first (the
+/// shell's `ulimit`, then `exec`: the process is tokentap itself).
+pub(crate) async fn spawn_with_nofile(
+    name: &str,
+    (soft, hard): (u64, u64),
+    yaml: impl FnOnce(SocketAddr, SocketAddr) -> String,
+) -> Proc {
+    launch(name, Some((soft, hard)), yaml).await
+}
+
+async fn launch(
+    name: &str,
+    nofile: Option<(u64, u64)>,
+    yaml: impl FnOnce(SocketAddr, SocketAddr) -> String,
+) -> Proc {
     let (tap, admin) = (free_addr(), free_addr());
     let dir = scratch(name);
     let config = dir.path().join("tokentap.yaml");
     std::fs::write(&config, yaml(tap, admin)).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_tokentap"))
+    let bin = env!("CARGO_BIN_EXE_tokentap");
+    let mut cmd = match nofile {
+        None => Command::new(bin),
+        Some((soft, hard)) => {
+            let mut c = Command::new("sh");
+            c.arg("-c")
+                .arg(format!(
+                    "ulimit -Sn {soft} && ulimit -Hn {hard} && exec \"$0\" \"$@\""
+                ))
+                .arg(bin);
+            c
+        }
+    };
+    let child = cmd
         .args(["run", "-c"])
         .arg(&config)
         .stdout(Stdio::null())
@@ -205,6 +236,49 @@ async fn an_idle_tap_does_not_wake_up() {
         after - before < 20,
         "{} wake-ups in 2 s idle",
         after - before
+    );
+}
+
+/// The open-files limit a tap starts under: the soft one raised to the
+/// hard one, and the descriptor table grown for it before any stream
+/// arrives (`tokentap_proxy::fds`). A table that grows under traffic in a
+/// threaded process blocks the `accept4` or `socket` that crossed its size
+/// for an RCU grace period (13–19 ms here, every stream on the runtime
+/// waiting; BENCHMARKS.md, "After O").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tap_starts_with_its_descriptor_table_sized_for_its_limit() {
+    let _g = serial().await;
+    let hard = 4_096;
+    let p = spawn_with_nofile("fds", (256, hard), |tap, admin| {
+        format!(
+            "admin:\n  listen: {admin}\ntaps:\n  - name: p\n    boundary: engine\n    listen: {tap}\n    upstream: http://127.0.0.1:9\n"
+        )
+    })
+    .await;
+    let pid = p.child.id();
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let open_files: Vec<&str> = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .map(|l| l.split_whitespace().skip(3).take(2).collect())
+        .unwrap_or_default();
+    let table = status_kib(pid, "FDSize:");
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    println!("tap under nofile 256:{hard}: limits now {open_files:?}, FDSize {table}, {fds} open");
+    assert_eq!(
+        open_files,
+        [hard.to_string(), hard.to_string()],
+        "the soft limit was not raised to the hard one"
+    );
+    assert!(
+        table >= hard,
+        "FDSize {table}: the table was not grown to the limit ({hard}) at start"
+    );
+    assert!(
+        fds < 64,
+        "{fds} descriptors open: the one that grew the table stayed"
     );
 }
 

@@ -45,6 +45,16 @@ const BACKSTOP: Duration = Duration::from_secs(5);
 /// `source` (the config file), SIGHUP and, if configured, a change of the
 /// file's content reload it.
 pub fn run(config: &Config, hooks: Hooks, source: Option<&Path>) -> Result<(), StartError> {
+    // Before the server's threads exist: a table grown now never stalls a
+    // stream later (`fds`).
+    let headroom = crate::fds::prepare();
+    tracing::info!(
+        nofile_soft_before = ?headroom.soft_before,
+        nofile_soft = ?headroom.soft,
+        nofile_hard = ?headroom.hard,
+        fd_table = ?headroom.table,
+        "descriptor headroom"
+    );
     let Built {
         server,
         metrics,

@@ -5,8 +5,9 @@
 //! per-request context (`proxy`), the client limits' pingora parts
 //! (`limits`), the sinks a finished request goes to (`sinks`, `metrics`,
 //! `otlp`, `recordlog`), the server (`server`), `/metrics` and friends
-//! (`admin`), hot reload (`reload`), and the threads that close analysis
-//! windows and scrape engines (`live_analyses`, `engine_scrape`).
+//! (`admin`), hot reload (`reload`), the process's descriptor headroom
+//! (`fds`), and the threads that close analysis windows and scrape engines
+//! (`live_analyses`, `engine_scrape`).
 //!
 //! Must not touch: what a number means — decoding, timing definitions,
 //! analyses and attribution live in `tokentap_core`.
@@ -15,6 +16,7 @@ pub mod admin;
 pub mod config;
 pub mod correlation;
 pub mod engine_scrape;
+pub mod fds;
 mod foreground;
 pub mod join;
 pub mod limits;
