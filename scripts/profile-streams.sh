@@ -9,12 +9,18 @@
 #   scripts/profile-streams.sh [OUT]    (default docs/profiles/s5-1024-streams)
 # With PROFILE_BIN=path, profiles that binary instead of building one (an
 # older build for a before/after pair; a release build's symbols suffice
-# for the self-time table).
+# for the self-time table). With DRIVER_BIN=path, that binary drives the
+# bench instead of a `dist` build (e.g. target/shipped/tokentap, which
+# `make build` made: no build at all when both are set).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="${1:-docs/profiles/s5-1024-streams}"
 command -v perf >/dev/null || { echo "profile-streams: perf is not installed (apt install linux-perf)" >&2; exit 1; }
-cargo build --profile dist --locked --bin tokentap
+driver="${DRIVER_BIN:-}"
+if [ -z "$driver" ]; then
+  cargo build --profile dist --locked --bin tokentap
+  driver=./target/dist/tokentap
+fi
 bin="${PROFILE_BIN:-}"
 build="profiling build, $(git rev-parse --short HEAD)"
 if [ -z "$bin" ]; then
@@ -24,7 +30,7 @@ else
   build="$bin"
 fi
 runs="$(mktemp -d)"
-./target/dist/tokentap bench --systems tokentap --cells s5 --s5-max 1024 --rounds 1 \
+"$driver" bench --systems tokentap --cells s5 --s5-max 1024 --rounds 1 \
   --tokentap "$bin" --out "$runs" > "$runs/results.md" 2> "$runs/bench.err" &
 bench=$!
 sleep 4
