@@ -90,18 +90,18 @@ pub fn grow_table(size: u64) -> bool {
     rustix::io::fcntl_dupfd_cloexec(stderr.as_fd(), top).is_ok()
 }
 
-/// The process's fd table size, from `/proc/self/status` (`FDSize`).
-pub fn table_now() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("FDSize:"))
-        .and_then(|v| v.trim().parse().ok())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The process's fd table size, from `/proc/self/status` (`FDSize`).
+    fn table_now() -> Option<u64> {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("FDSize:"))
+            .and_then(|v| v.trim().parse().ok())
+    }
 
     #[test]
     fn the_table_size_follows_the_soft_limit_up_to_the_cap() {
