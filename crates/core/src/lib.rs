@@ -6,7 +6,8 @@
 //! methodology analyses (`analysis`), the correlator's join and attribution
 //! (`correlate`), the canonical metric table (`table`) and its typed label
 //! sets (`labels`), the client limits' head scanner and reasons (`limits`),
-//! and the fuzzing entry points.
+//! the stable hash of every value that leaves the process (`hash`), and the
+//! fuzzing entry points.
 //!
 //! Must not touch: sockets, runtimes, clocks (every instant is an
 //! argument), exporters. This crate's manifest has no pingora, tokio,
@@ -19,6 +20,7 @@ pub mod correlate;
 pub mod decode;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod hash;
 pub mod inject;
 pub mod labels;
 pub mod limits;

@@ -4,15 +4,14 @@
 //! analyses fold all but the top K into `other`).
 
 use super::TenantSource;
-use std::hash::{DefaultHasher, Hasher};
+use crate::hash::StableHasher;
 
 /// Longest header value kept as a tenant name.
 pub const MAX_TENANT: usize = 64;
 
 fn short_hash(prefix: &str, bytes: &[u8]) -> String {
-    let mut h = DefaultHasher::new();
-    h.write(b"tokentap-tenant");
-    h.write(bytes);
+    let mut h = StableHasher::new();
+    h.raw(b"tokentap-tenant").raw(bytes);
     // `format!("{prefix}{:012x}", ..)`, without the formatting machinery
     // (a third of a request's measuring outside the JSON parses).
     let hash = h.finish() >> 16;
@@ -69,9 +68,8 @@ mod tests {
     #[test]
     fn a_short_hash_is_the_prefix_and_twelve_hex_digits() {
         for key in [&b""[..], b"sk-1", b"a much longer key than twelve digits"] {
-            let mut h = DefaultHasher::new();
-            h.write(b"tokentap-tenant");
-            h.write(key);
+            let mut h = StableHasher::new();
+            h.raw(b"tokentap-tenant").raw(key);
             assert_eq!(
                 short_hash("k-", key),
                 format!("k-{:012x}", h.finish() >> 16)

@@ -1,26 +1,47 @@
-//! The correlator: collects the records of every tap in this process, groups
-//! them by trace id, lets each group settle (no new record for `settle`, and
-//! no request of that trace still in flight at any tap — an input guardrail
-//! call ends long before the stream it guards), then resolves it and
-//! reports the result.
+//! The correlator: collects the records of every tap (of this process, or
+//! of the fleet's spans at the joiner), groups them by trace id, lets each
+//! group settle (no new record for `settle`, and no request of that trace
+//! still in flight at any tap — an input guardrail call ends long before
+//! the stream it guards), then resolves it and reports the result.
 //!
 //! Records without a trace id wait as *loose* records until they settle;
 //! then a loose record joins the one group (trace group or other loose
 //! record) holding a record of another tap with the same fingerprint whose
 //! start lies within `fingerprint_window` and whose interval overlaps its
 //! own. More than one such group is *ambiguous*: counted and left unjoined,
-//! never guessed. Memory is bounded: at most `max_groups` groups and as many
-//! loose records (the oldest are evicted and counted), at most
-//! `MAX_PER_GROUP` records per group.
+//! never guessed. A loose guardrail call that joins nothing is still
+//! reported, as a call of phase `unknown`.
+//!
+//! Arrival order does not decide a join: a settled group that a loose
+//! record still settling could join waits for that record's own settle
+//! time (the taps of one request flush their spans on their own timers, so
+//! the untraced inner record often reaches the joiner after its traced
+//! outer one). Spans that arrive further apart than `settle` are not
+//! joined.
+//!
+//! Cost per record does not grow with what is held (`index`): groups and
+//! loose records are ordered by age in B-trees (eviction and the settle
+//! sweep take from the front), fingerprint candidates come from a
+//! fingerprint index, and one sweep holds the lock for at most
+//! `SWEEP_BATCH` records at a time, so a flood never blocks `submit` for
+//! long. Memory is bounded: at most `max_groups` groups and as many loose
+//! records (the oldest are evicted and counted), at most `MAX_PER_GROUP`
+//! records per group.
 
 use super::resolve::resolve;
 use super::types::*;
+use index::{Key, Slot, State};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+mod index;
+
 /// Records kept per group (a request crossing more taps is unusual).
 pub const MAX_PER_GROUP: usize = 32;
+
+/// Records a sweep settles, joins or resolves per hold of the lock.
+pub const SWEEP_BATCH: usize = 256;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CorrelationConfig {
@@ -65,35 +86,6 @@ pub trait AttributionSink: Send + Sync {
     fn counted(&self, result: Joined, n: u64);
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Key {
-    Trace([u8; 16]),
-    Joined(u64),
-}
-
-struct Group {
-    records: Vec<TapRecord>,
-    /// How each record entered the group.
-    kinds: Vec<JoinKind>,
-    first: Instant,
-    last: Instant,
-}
-
-struct Loose {
-    record: TapRecord,
-    arrived: Instant,
-}
-
-#[derive(Default)]
-struct State {
-    groups: HashMap<Key, Group>,
-    loose: Vec<Loose>,
-    next_key: u64,
-    /// Requests in flight per trace id, at every tap (at most one entry per
-    /// request in flight: bounded by the taps' own limits).
-    open: HashMap<[u8; 16], u32>,
-}
-
 /// Holds a trace open in the correlator while its request is in flight
 /// (`Correlator::open`); closes it when dropped, however the request ended.
 pub struct OpenTrace {
@@ -104,11 +96,11 @@ pub struct OpenTrace {
 impl Drop for OpenTrace {
     fn drop(&mut self) {
         if let Some(c) = self.correlator.upgrade() {
-            if let Ok(mut st) = c.state.lock() {
-                if let Some(n) = st.open.get_mut(&self.trace_id) {
+            if let Ok(mut open) = c.open.lock() {
+                if let Some(n) = open.get_mut(&self.trace_id) {
                     *n = n.saturating_sub(1);
                     if *n == 0 {
-                        st.open.remove(&self.trace_id);
+                        open.remove(&self.trace_id);
                     }
                 }
             }
@@ -119,7 +111,22 @@ impl Drop for OpenTrace {
 pub struct Correlator {
     config: CorrelationConfig,
     state: Mutex<State>,
+    /// Requests in flight per trace id, at every tap (at most one entry per
+    /// request in flight: bounded by the taps' own limits). Apart from
+    /// `state`, so opening and closing a request never waits for a sweep.
+    open: Mutex<HashMap<[u8; 16], u32>>,
     sinks: Vec<Arc<dyn AttributionSink>>,
+}
+
+/// What one hold of the lock in a sweep produced, reported after it.
+#[derive(Default)]
+struct Batch {
+    done: Vec<index::Group>,
+    /// Loose records that joined nothing: reported alone (a guardrail call
+    /// still counts, phase `unknown`).
+    alone: Vec<(TapRecord, Joined)>,
+    /// Entries examined (processed or skipped) in this hold.
+    work: usize,
 }
 
 impl Correlator {
@@ -127,6 +134,7 @@ impl Correlator {
         Arc::new(Correlator {
             config,
             state: Mutex::new(State::default()),
+            open: Mutex::new(HashMap::new()),
             sinks,
         })
     }
@@ -146,8 +154,8 @@ impl Correlator {
     /// A request of this trace started at some tap: its group does not
     /// settle before the returned guard is dropped (or `max_age` passes).
     pub fn open(self: &Arc<Self>, trace_id: [u8; 16]) -> OpenTrace {
-        if let Ok(mut st) = self.state.lock() {
-            *st.open.entry(trace_id).or_insert(0) += 1;
+        if let Ok(mut open) = self.open.lock() {
+            *open.entry(trace_id).or_insert(0) += 1;
         }
         OpenTrace {
             correlator: Arc::downgrade(self),
@@ -155,140 +163,140 @@ impl Correlator {
         }
     }
 
-    /// Adds a finished request's record.
+    /// Adds a finished request's record, which arrived at `now`. O(log n)
+    /// in the records held.
     pub fn submit(&self, record: TapRecord, now: Instant) {
-        let mut evicted = 0u64;
-        if let Ok(mut st) = self.state.lock() {
-            match record.trace {
-                Some(t) => {
-                    let g = st
-                        .groups
-                        .entry(Key::Trace(t.trace_id))
-                        .or_insert_with(|| Group {
-                            records: Vec::new(),
-                            kinds: Vec::new(),
-                            first: now,
-                            last: now,
-                        });
-                    if g.records.len() < MAX_PER_GROUP {
-                        g.records.push(record);
-                        g.kinds.push(JoinKind::Trace);
-                        g.last = now;
-                    } else {
-                        evicted += 1;
+        let evicted = match self.state.lock() {
+            Ok(mut st) => {
+                let mut evicted = match record.trace {
+                    Some(t) => u64::from(!st.add_to_trace(t.trace_id, record, now)),
+                    None => {
+                        st.add_loose(record, now);
+                        0
                     }
-                }
-                None => st.loose.push(Loose {
-                    record,
-                    arrived: now,
-                }),
+                };
+                evicted += st.enforce_bounds(self.config.max_groups);
+                evicted
             }
-            evicted += self.enforce_bounds(&mut st);
-        }
+            Err(_) => 1,
+        };
         self.count(Joined::Evicted, evicted);
     }
 
-    fn enforce_bounds(&self, st: &mut State) -> u64 {
-        let mut evicted = 0;
-        while st.groups.len() > self.config.max_groups {
-            let oldest = st
-                .groups
-                .iter()
-                .min_by_key(|(_, g)| g.last)
-                .map(|(k, _)| *k);
-            match oldest.and_then(|k| st.groups.remove(&k)) {
-                Some(g) => evicted += g.records.len() as u64,
-                None => break,
+    /// Joins settled loose records by fingerprint, then resolves and reports
+    /// every settled group. Holds the lock for at most `SWEEP_BATCH`
+    /// entries at a time; reports between holds.
+    pub fn sweep(&self, now: Instant) {
+        // Where the scan of settled groups stopped in the previous hold:
+        // entries before it were skipped (in flight, or waiting for a
+        // loose record) and are not examined again in this sweep.
+        let mut cursor: Option<(Instant, Key)> = None;
+        loop {
+            let batch = match self.state.lock() {
+                Ok(mut st) => self.sweep_some(&mut st, now, &mut cursor),
+                Err(_) => return,
+            };
+            let more = batch.work >= SWEEP_BATCH;
+            self.report(batch);
+            if !more {
+                return;
             }
         }
-        let excess = st.loose.len().saturating_sub(self.config.max_groups);
-        if excess > 0 {
-            st.loose.drain(..excess);
-            evicted += excess as u64;
-        }
-        evicted
     }
 
-    /// Joins settled loose records by fingerprint, then resolves and reports
-    /// every settled group.
-    pub fn sweep(&self, now: Instant) {
-        let settled = |t: Instant| now.saturating_duration_since(t) >= self.config.settle;
-        let mut done: Vec<Group> = Vec::new();
-        let (mut unjoined, mut ambiguous) = (0u64, 0u64);
-        if let Ok(mut st) = self.state.lock() {
-            let mut i = 0;
-            while i < st.loose.len() {
-                let Some(l) = st.loose.get(i) else { break };
-                if !settled(l.arrived) {
-                    i += 1;
-                    continue;
-                }
-                let l = st.loose.remove(i);
-                match self.candidates(&st, &l.record) {
-                    Match::None => {
-                        unjoined += 1;
-                    }
-                    Match::Many => ambiguous += 1,
-                    Match::Group(k) => {
-                        if let Some(g) = st.groups.get_mut(&k) {
-                            g.records.push(l.record);
-                            g.kinds.push(JoinKind::Fingerprint);
-                        }
-                    }
-                    Match::Loose(j) => {
-                        if j < st.loose.len() {
-                            let other = st.loose.remove(j);
-                            let key = Key::Joined(st.next_key);
-                            st.next_key += 1;
-                            st.groups.insert(
-                                key,
-                                Group {
-                                    records: vec![other.record, l.record],
-                                    kinds: vec![JoinKind::Fingerprint, JoinKind::Fingerprint],
-                                    first: now,
-                                    last: now,
-                                },
-                            );
-                            i = 0; // indices shifted
-                        }
+    fn sweep_some(
+        &self,
+        st: &mut State,
+        now: Instant,
+        cursor: &mut Option<(Instant, Key)>,
+    ) -> Batch {
+        let mut b = Batch::default();
+        let Some(settled) = now.checked_sub(self.config.settle) else {
+            return b;
+        };
+        // 1. Loose records whose own settle time has come, oldest first.
+        while b.work < SWEEP_BATCH {
+            let Some(l) = st.pop_loose_until(settled) else {
+                break;
+            };
+            b.work += 1;
+            let Some(l) = l else { continue };
+            match st.candidates(&l.record, &self.config) {
+                Match::None => b.alone.push((l.record, Joined::Unjoined)),
+                Match::Many => b.alone.push((l.record, Joined::Ambiguous)),
+                Match::Group(k) => {
+                    if let Some(r) = st.join_group(k, l.record, now) {
+                        b.alone.push((r, Joined::Evicted));
                     }
                 }
+                Match::Loose(j) => match st.take_loose(j) {
+                    Some(other) => st.new_joined_group(other.record, l.record, now),
+                    None => b.alone.push((l.record, Joined::Unjoined)),
+                },
             }
-            let old = |t: Instant| now.saturating_duration_since(t) >= self.config.max_age;
-            let in_flight = |k: &Key| matches!(k, Key::Trace(t) if st.open.contains_key(t));
-            let ready: Vec<Key> = st
-                .groups
-                .iter()
-                .filter(|(k, g)| (settled(g.last) && !in_flight(k)) || old(g.first))
-                .map(|(k, _)| *k)
-                .collect();
-            for k in ready {
-                if let Some(g) = st.groups.remove(&k) {
-                    done.push(g);
-                }
+        }
+        // 2. Groups at their max age, whatever else holds them.
+        if let Some(aged) = now.checked_sub(self.config.max_age) {
+            while b.work < SWEEP_BATCH {
+                let Some(g) = st.pop_first_until(aged) else {
+                    break;
+                };
+                b.work += 1;
+                b.done.extend(g);
+            }
+        }
+        // 3. Settled groups, unless in flight or waiting for a loose record.
+        let open = self.open.lock().ok();
+        while b.work < SWEEP_BATCH {
+            let Some((last, k)) = st.next_by_last(*cursor) else {
+                break;
+            };
+            if last > settled {
+                break;
+            }
+            b.work += 1;
+            let in_flight = match (k, &open) {
+                (Key::Trace(t), Some(open)) => open.contains_key(&t),
+                _ => false,
+            };
+            if in_flight || st.awaits_loose(k, now, &self.config) {
+                *cursor = Some((last, k));
+                continue;
+            }
+            match st.take_group(k) {
+                Some(g) => b.done.push(g),
+                None => *cursor = Some((last, k)),
+            }
+        }
+        b
+    }
+
+    fn report(&self, b: Batch) {
+        let (mut unjoined, mut ambiguous, mut evicted) = (0u64, 0u64, 0u64);
+        for (record, why) in b.alone {
+            match why {
+                Joined::Ambiguous => ambiguous += 1,
+                Joined::Evicted => evicted += 1,
+                _ => unjoined += 1,
+            }
+            if record.is_guardrail() {
+                self.emit(&[record], &[JoinKind::Trace]);
             }
         }
         self.count(Joined::Unjoined, unjoined);
         self.count(Joined::Ambiguous, ambiguous);
-        for g in done {
+        self.count(Joined::Evicted, evicted);
+        for g in b.done {
             self.finish(g);
         }
     }
 
-    fn finish(&self, g: Group) {
+    fn finish(&self, g: index::Group) {
         if g.records.len() < 2 {
             self.count(Joined::Unjoined, g.records.len() as u64);
             // A lone guardrail call still counts as a call (phase unknown).
-            let res = resolve(
-                &g.records,
-                |_, _| JoinKind::Trace,
-                self.config.buffered_share,
-                self.config.clocks,
-            );
-            if !res.hops.is_empty() {
-                for s in &self.sinks {
-                    s.resolved(&res);
-                }
+            if g.records.iter().any(TapRecord::is_guardrail) {
+                self.emit(&g.records, &g.kinds);
             }
             return;
         }
@@ -299,7 +307,10 @@ impl Correlator {
             .count() as u64;
         self.count(Joined::Fingerprint, by_fp);
         self.count(Joined::Trace, g.records.len() as u64 - by_fp);
-        let kinds = &g.kinds;
+        self.emit(&g.records, &g.kinds);
+    }
+
+    fn emit(&self, records: &[TapRecord], kinds: &[JoinKind]) {
         let how = |a: usize, b: usize| {
             if kinds.get(a) == Some(&JoinKind::Trace) && kinds.get(b) == Some(&JoinKind::Trace) {
                 JoinKind::Trace
@@ -307,71 +318,37 @@ impl Correlator {
                 JoinKind::Fingerprint
             }
         };
-        let res = resolve(
-            &g.records,
-            how,
-            self.config.buffered_share,
-            self.config.clocks,
-        );
+        let res = resolve(records, how, self.config.buffered_share, self.config.clocks);
+        if res.pairs.is_empty() && res.hops.is_empty() && res.exposure.is_empty() {
+            return;
+        }
         for s in &self.sinks {
             s.resolved(&res);
         }
     }
 
-    fn candidates(&self, st: &State, r: &TapRecord) -> Match {
-        let Some(fp) = r.fingerprint else {
-            return Match::None;
-        };
-        let overlap = |c: &TapRecord| match self.config.clocks {
-            Clocks::Shared => c.t0 <= r.end() && r.t0 <= c.end(),
-            // Wall clocks of different machines: the window is the bound.
-            Clocks::PerTap => true,
-        };
-        let fits = |c: &TapRecord| {
-            c.fingerprint == Some(fp)
-                && c.tap != r.tap
-                && c.t0.max(r.t0).saturating_duration_since(c.t0.min(r.t0))
-                    <= self.config.fingerprint_window
-                && overlap(c)
-        };
-        let mut found: Option<Match> = None;
-        for (k, g) in &st.groups {
-            // A group that already has this tap's record is another request.
-            if g.records.iter().any(|c| c.tap == r.tap) {
-                continue;
-            }
-            if g.records.iter().any(fits) {
-                if found.is_some() {
-                    return Match::Many;
-                }
-                found = Some(Match::Group(*k));
-            }
-        }
-        for (j, l) in st.loose.iter().enumerate() {
-            if fits(&l.record) {
-                if found.is_some() {
-                    return Match::Many;
-                }
-                found = Some(Match::Loose(j));
-            }
-        }
-        found.unwrap_or(Match::None)
-    }
-
     /// Records waiting (for tests and a gauge-like view).
     pub fn pending(&self) -> usize {
-        self.state
-            .lock()
-            .map(|st| st.loose.len() + st.groups.values().map(|g| g.records.len()).sum::<usize>())
-            .unwrap_or(0)
+        self.state.lock().map(|st| st.held()).unwrap_or(0)
     }
 }
 
-enum Match {
+/// Where a loose record's fingerprint leads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Match {
     None,
     Many,
     Group(Key),
-    Loose(usize),
+    Loose(u64),
+}
+
+impl From<Slot> for Match {
+    fn from(s: Slot) -> Match {
+        match s {
+            Slot::Group(k) => Match::Group(k),
+            Slot::Loose(id) => Match::Loose(id),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -6,18 +6,19 @@
 //! re-serialises JSON (other whitespace, `\u00e9` for `é`, other key order)
 //! keeps the fingerprint; one that rewrites the model or the messages does
 //! not (then there is no join, never a wrong one). Only roles and text count;
-//! the text is hashed, never stored. The hash is process-local (std's SipHash
-//! with fixed keys): fingerprints are compared inside one process only.
+//! the text is hashed, never stored. The hash is `crate::hash`'s (XXH3-64
+//! over a specified framing): the same on every build and platform, so the
+//! joiner can compare the fingerprints of taps on other machines.
 //!
 //! Also the prompt-prefix fingerprints of the prefix-cache analysis: hashes
 //! of the first 1k / 4k / 16k characters of the prompt's text (roles and
 //! text of each message, in order), so reuse of a shared prefix (a system
 //! prompt, a conversation's history, a code context) is visible whatever the
-//! engine reports. They are stable for one tokentap build (std's SipHash
-//! with fixed keys), which is what a record log and its report share.
+//! engine reports. They use the same stable hash, so a record log can be
+//! read by another build.
 
+use crate::hash::StableHasher;
 use serde_json::Value;
-use std::hash::{DefaultHasher, Hash, Hasher};
 
 /// Fingerprint of a request from its model and its `messages` or `prompt`
 /// value (raw JSON). `None` when that value cannot be read.
@@ -28,23 +29,25 @@ pub fn fingerprint(model: Option<&str>, messages_or_prompt: &str) -> Option<u64>
 
 /// `fingerprint` of an already parsed value.
 pub fn fingerprint_value(model: Option<&str>, value: &Value) -> u64 {
-    let mut h = DefaultHasher::new();
-    model.unwrap_or_default().hash(&mut h);
+    let mut h = StableHasher::new();
+    h.field(model.unwrap_or_default().as_bytes());
     match value {
         Value::Array(items) if items.iter().all(Value::is_object) => {
-            0u8.hash(&mut h); // chat messages
+            h.tag(0); // chat messages
             for m in items {
-                m.get("role")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .hash(&mut h);
+                h.field(
+                    m.get("role")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .as_bytes(),
+                );
                 hash_content(m.get("content"), &mut h);
             }
         }
         other => {
-            1u8.hash(&mut h); // a prompt: string, strings, or token ids
-                              // serde_json's map is sorted, so this form is canonical.
-            other.to_string().hash(&mut h);
+            // A prompt: string, strings, or token ids. serde_json's map is
+            // sorted, so this form is canonical.
+            h.tag(1).field(other.to_string().as_bytes());
         }
     }
     h.finish()
@@ -96,7 +99,7 @@ pub fn prefix_hashes(value: &Value) -> PrefixHashes {
 /// Hashes text as it is fed, taking a snapshot at each prefix length.
 #[derive(Default)]
 struct PrefixHasher {
-    h: DefaultHasher,
+    h: StableHasher,
     chars: usize,
     out: PrefixHashes,
 }
@@ -127,13 +130,13 @@ impl PrefixHasher {
                     }
                     None => (s, "", chars),
                 };
-            // `write`, not `hash`: no length prefix, so how the text was
+            // `raw`, not `field`: no length prefix, so how the text was
             // cut into pieces does not change the result.
-            self.h.write(head.as_bytes());
+            self.h.raw(head.as_bytes());
             self.chars += taken;
             if self.chars == *target {
                 if let Some(slot) = self.out.get_mut(k) {
-                    *slot = Some(self.h.clone().finish());
+                    *slot = Some(self.h.finish());
                 }
             }
             s = rest;
@@ -141,26 +144,31 @@ impl PrefixHasher {
     }
 }
 
-fn hash_content(content: Option<&Value>, h: &mut DefaultHasher) {
+fn hash_content(content: Option<&Value>, h: &mut StableHasher) {
     match content {
-        Some(Value::String(s)) => s.hash(h),
+        Some(Value::String(s)) => {
+            h.field(s.as_bytes());
+        }
         Some(Value::Array(parts)) => {
             for p in parts {
                 match p.get("text").and_then(Value::as_str) {
-                    Some(text) => text.hash(h),
-                    None => p
-                        .get("type")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .hash(h),
-                }
+                    Some(text) => h.field(text.as_bytes()),
+                    None => h.field(
+                        p.get("type")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .as_bytes(),
+                    ),
+                };
             }
         }
-        Some(other) => other.to_string().hash(h),
+        Some(other) => {
+            h.field(other.to_string().as_bytes());
+        }
         None => {}
     }
     // A separator, so that ["ab",""] and ["a","b"] differ.
-    0xffu8.hash(h);
+    h.tag(0xff);
 }
 
 #[cfg(test)]
@@ -200,6 +208,22 @@ mod tests {
         assert_eq!(fingerprint(Some("m"), a), fingerprint(Some("m"), b));
         let parts = r#"[{"role":"user","content":[{"type":"text","text":"héllo  there"}]}]"#;
         assert_eq!(fingerprint(Some("m"), a), fingerprint(Some("m"), parts));
+    }
+
+    /// The joiner compares fingerprints of taps built elsewhere: the
+    /// value of a request is fixed by the spec in `crate::hash`, not by
+    /// this build.
+    #[test]
+    fn a_fingerprint_is_the_same_on_every_build() {
+        let a = r#"[{"role":"user","content":"hello"}]"#;
+        let mut h = StableHasher::new();
+        h.field(b"m")
+            .tag(0)
+            .field(b"user")
+            .field(b"hello")
+            .tag(0xff);
+        assert_eq!(fingerprint(Some("m"), a), Some(h.finish()));
+        assert_eq!(fingerprint(Some("m"), a), Some(0x7b1a_ba2a_a6a5_66eb));
     }
 
     #[test]

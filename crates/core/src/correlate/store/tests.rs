@@ -295,3 +295,117 @@ fn a_group_that_keeps_growing_is_resolved_at_its_max_age() {
     assert_eq!(c.pending(), 0);
     assert_eq!(sink.count("joined_trace"), 30);
 }
+
+/// The taps of one request flush their spans on their own timers: the
+/// untraced inner record may arrive after its traced outer one has
+/// settled. Either order, any gap under `settle`, gives the same join.
+#[test]
+fn joins_do_not_depend_on_the_order_records_arrive_in() {
+    for (outer_at, inner_at) in [(0, 90), (90, 0), (0, 0), (0, 99), (99, 0)] {
+        let (c, sink, b) = setup();
+        let t = Some(TraceParent::generate());
+        let mut subs = vec![
+            (
+                outer_at,
+                rec(b, "edge", Boundary::Compound, 0, 50, t, Some(3)),
+            ),
+            (
+                inner_at,
+                rec(b, "engine", Boundary::Engine, 10, 40, None, Some(3)),
+            ),
+        ];
+        subs.sort_by_key(|(at, _)| *at);
+        // A sweep every 10 ms, as the sweeper thread would.
+        let mut now = 0;
+        for (at, r) in subs {
+            while now + 10 <= at {
+                now += 10;
+                c.sweep(b + ms(50 + now));
+            }
+            c.submit(r, b + ms(50 + at));
+        }
+        while now < 400 {
+            now += 10;
+            c.sweep(b + ms(50 + now));
+        }
+        assert_eq!(
+            sink.pairs(),
+            vec![("edge".into(), "engine".into(), JoinKind::Fingerprint)],
+            "outer at +{outer_at} ms, inner at +{inner_at} ms"
+        );
+        assert_eq!(sink.count("unjoined"), 0);
+        assert_eq!(c.pending(), 0);
+    }
+}
+
+/// A guardrail call that joins nothing (no trace id, no fingerprint
+/// match) is still a call: reported with phase `unknown`.
+#[test]
+fn a_loose_guardrail_call_that_joins_nothing_is_counted_as_unknown() {
+    let (c, sink, b) = setup();
+    let mut g = rec(b, "guard", Boundary::Guardrail, 0, 40, None, None);
+    g.hop = Some(Arc::from("llama-guard"));
+    c.submit(g, b + ms(40));
+    c.sweep(b + ms(200));
+    let resolved = sink.resolved.lock().unwrap();
+    let hops: Vec<_> = resolved.iter().flat_map(|r| r.hops.clone()).collect();
+    assert_eq!(hops.len(), 1);
+    assert_eq!(
+        (&*hops[0].hop, hops[0].phase, hops[0].duration),
+        ("llama-guard", Phase::Unknown, ms(40))
+    );
+    assert_eq!(sink.count("unjoined"), 1);
+}
+
+/// More look-alike records at once than the fingerprint index keeps: a
+/// lookup of that fingerprint is ambiguous, never a guess.
+#[test]
+fn too_many_look_alikes_are_ambiguous() {
+    let (c, sink, b) = setup();
+    for i in 0..(index::FP_SLOTS as u64 + 1) {
+        c.submit(
+            rec(
+                b,
+                "gw",
+                Boundary::Gateway,
+                i,
+                1_000,
+                Some(TraceParent::generate()),
+                Some(5),
+            ),
+            b,
+        );
+    }
+    c.submit(
+        rec(b, "engine", Boundary::Engine, 10, 900, None, Some(5)),
+        b,
+    );
+    c.sweep(b + ms(150));
+    assert_eq!(sink.count("ambiguous"), 1);
+    assert!(sink.pairs().is_empty());
+}
+
+/// A sweep with more to do than one batch still does all of it, and the
+/// records held fall back to 0.
+#[test]
+fn a_sweep_larger_than_its_batch_finishes() {
+    let sink = Arc::new(Collect::default());
+    let c = Correlator::new(
+        CorrelationConfig {
+            max_groups: 10_000,
+            ..CFG
+        },
+        vec![sink.clone()],
+    );
+    let b = Instant::now();
+    let n = SWEEP_BATCH as u64 * 3 + 7;
+    for i in 0..n {
+        let t = Some(TraceParent::generate());
+        c.submit(rec(b, "gw", Boundary::Gateway, 0, 100, t, Some(i)), b);
+        c.submit(rec(b, "engine", Boundary::Engine, 10, 90, None, Some(i)), b);
+    }
+    c.sweep(b + ms(150));
+    assert_eq!(c.pending(), 0);
+    assert_eq!(sink.pairs().len() as u64, n);
+    assert_eq!(sink.count("joined_fingerprint"), n);
+}
