@@ -78,6 +78,7 @@ kinds! {
     ScrapeResult: crate::labels::ScrapeResult = enum, " (engine scrapes)";
     ReloadResult: crate::labels::ReloadResult = enum, " (config reloads)";
     RejectReason: crate::limits::RejectReason = enum, " (refusals)";
+    StampReason: crate::labels::StampFallback = enum, " (receive stamps not used)";
     InjectResult: crate::inject::InjectResult = enum, " (usage injection)";
     JoinExportResult: crate::labels::JoinExportResult = enum, " (`tokentap join`: OTLP exports)";
     JoinSpanResult: crate::labels::JoinSpanResult = enum, " (`tokentap join`: spans)";

@@ -70,6 +70,11 @@ label_set! {
 }
 
 label_set! {
+    /// Receive stamps not used, by why.
+    pub struct StampFallbacks { tap: Tap, boundary: Boundary, reason: StampReason }
+}
+
+label_set! {
     /// What usage injection did.
     pub struct Injection { tap: Tap, boundary: Boundary, result: InjectResult }
 }

@@ -156,3 +156,19 @@ label_enum! {
         Missed = "missed",
     }
 }
+
+label_enum! {
+    /// Why a piece's kernel receive stamp was not used and the read time
+    /// was (the stamp contradicted the monotonic clock: the wall clock it
+    /// is read against stepped between the stamp and the read).
+    pub enum StampFallback {
+        /// The stamp maps before the request started, or well before the
+        /// piece before it: the wall clock stepped forward.
+        Earlier = "earlier",
+        /// The stamp lies after the read that brought it: the wall clock
+        /// stepped back.
+        Later = "later",
+        /// The stamp is over a minute old.
+        TooOld = "too_old",
+    }
+}

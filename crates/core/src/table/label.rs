@@ -42,6 +42,9 @@ pub enum Label {
     /// Why tokentap refused a request or connection (the same label name
     /// as `Reason`, other values).
     RejectReason,
+    /// Why a receive stamp was not used (the same label name as `Reason`,
+    /// other values).
+    StampReason,
     /// What usage injection did with a request (the same label name as
     /// `Result`, other values).
     InjectResult,
@@ -67,7 +70,7 @@ impl Label {
             Label::Outcome => "tokentap.outcome",
             Label::TokenType => "gen_ai.token.type",
             Label::Source => "tokentap.token.source",
-            Label::Reason | Label::RejectReason => "tokentap.reason",
+            Label::Reason | Label::RejectReason | Label::StampReason => "tokentap.reason",
             Label::Label => "tokentap.label",
             Label::Version => "tokentap.version",
             Label::Outer => "tokentap.outer",
@@ -105,7 +108,7 @@ impl Label {
             Label::Outcome => "outcome",
             Label::TokenType => "token_type",
             Label::Source => "source",
-            Label::Reason | Label::RejectReason => "reason",
+            Label::Reason | Label::RejectReason | Label::StampReason => "reason",
             Label::Label => "label",
             Label::Version => "version",
             Label::Outer => "outer",

@@ -293,6 +293,7 @@ pub const ALL: &[&MetricDef] = &[
     &CONFIG_LAST_SUCCESS.def,
     &CONFIG_RESTART_PENDING.def,
     &REJECTED.def,
+    &STAMP_FALLBACKS.def,
     &CONNECTIONS_OPEN.def,
     &STALE_UPSTREAM.def,
     &SHUTDOWN_CUT.def,

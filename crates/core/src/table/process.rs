@@ -122,6 +122,19 @@ pub const REJECTED: Metric<Rejected> = Metric::new(Spec {
     tests: &[Test::Capacity],
 });
 
+pub const STAMP_FALLBACKS: Metric<StampFallbacks> = Metric::new(Spec {
+    name: "tokentap_receive_stamp_fallbacks_total",
+    otel_name: "tokentap.receive_stamp.fallbacks",
+    kind: Kind::Counter,
+    unit: Unit::Requests,
+    help: "Upstream reads timed at the read instead of at the kernel's receive stamp, because the stamp contradicted the monotonic clock: it mapped before the request started or more than 10 ms before the piece before it (earlier: the wall clock stepped forward between the stamp and the read), after the read itself (later: stepped back), or over a minute back (too_old). Durations stay positive: such a piece is timed when it was read.",
+    buckets: &[],
+    start: "—",
+    end: "—",
+    observed: "each upstream read (response head or body piece) whose stamp was not used; reads without any stamp are not counted",
+    tests: &[Test::Ttft, Test::ItlDistribution],
+});
+
 pub const CONNECTIONS_OPEN: Metric<TapLabels> = Metric::new(Spec {
     name: "tokentap_client_connections",
     otel_name: "tokentap.client.connections",

@@ -39,7 +39,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use tokentap_core::inject::InjectResult;
 use tokentap_core::labels::{
-    Injection, LabelName, LabelSet, ModelLabel, ModelLabels, Overflow, Rejected, Unmeasured,
+    Injection, LabelName, LabelSet, ModelLabel, ModelLabels, Overflow, Rejected, StampFallback,
+    StampFallbacks, Unmeasured,
 };
 use tokentap_core::limits::RejectReason;
 use tokentap_core::record::MeasureError;
@@ -179,6 +180,14 @@ impl Metrics {
                 reason,
             };
             self.touch(&table::REJECTED, &labels);
+        }
+        for reason in StampFallback::ALL {
+            let labels = StampFallbacks {
+                tap: t.clone(),
+                boundary: b,
+                reason,
+            };
+            self.touch(&table::STAMP_FALLBACKS, &labels);
         }
         for result in InjectResult::ALL {
             let labels = Injection {

@@ -60,6 +60,17 @@ impl TapSink {
         }
     }
 
+    /// Counts a receive stamp not used (`proxy::arrival`).
+    pub fn stamp_fallback(&self, reason: tokentap_core::labels::StampFallback) {
+        let labels = tokentap_core::labels::StampFallbacks {
+            tap: self.tap.tap.clone(),
+            boundary: self.tap.boundary,
+            reason,
+        };
+        self.metrics
+            .add(&tokentap_core::table::STAMP_FALLBACKS, &labels, 1);
+    }
+
     /// Keeps the time of up to `cap` token events.
     pub fn keep_offsets(&mut self, cap: usize) {
         self.offsets = (cap > 0).then(|| Offsets {

@@ -4,6 +4,7 @@
 //! measurement for this request (`decoder_panic`, counted `unmeasured`),
 //! never the bytes.
 
+use super::arrival::Arrivals;
 use super::held::{Held, Release};
 use super::tap::{Tap, TapSettings};
 use crate::config::Boundary;
@@ -39,6 +40,8 @@ pub struct RequestCtx {
     pub stripper: Option<tokentap_core::inject::UsageStripper>,
     /// Response pieces pingora has yet to write (`held`).
     held: Held,
+    /// When the response's pieces arrived (receive stamps, checked).
+    arrivals: Arrivals,
     /// The live analyses' in-flight level when this request arrived.
     level: u32,
     /// Keeps this request's trace open in the correlator while it runs
@@ -99,6 +102,7 @@ impl RequestCtx {
             injected_body: None,
             stripper: None,
             held: Held::default(),
+            arrivals: Arrivals::new(now),
             level,
             open_trace: None,
             _in_flight: InFlight(tap.in_flight.clone(), live),
@@ -217,6 +221,17 @@ impl RequestCtx {
     /// A response piece pingora is about to write (its body filter, the
     /// end with it when `end`): held until written, then measured
     /// (`measure_written`), so decoding never delays it.
+    /// When the bytes of the read that just returned arrived: its kernel
+    /// receive stamp `rx`, unless that contradicts the monotonic clock (a
+    /// stepped wall clock: counted), else now.
+    pub fn arrival(&mut self, rx: Option<SystemTime>) -> Instant {
+        let (at, fallback) = self.arrivals.at(rx, Instant::now(), SystemTime::now());
+        if let Some(why) = fallback {
+            self.sink.stamp_fallback(why);
+        }
+        at
+    }
+
     pub fn response_piece(&mut self, at: Instant, piece: Option<&bytes::Bytes>, end: bool) {
         if let Some(piece) = piece.filter(|p| !p.is_empty()) {
             if let Some((at, over)) = self.held.hold(at, piece.clone()) {

@@ -241,7 +241,7 @@ impl ProxyHttp for TapProxy {
         if resp.status.is_informational() || !ctx.measure {
             return Ok(());
         }
-        let now = arrival::arrival_now(session.upstream_rx_timestamp(), ctx.meter.started());
+        let now = ctx.arrival(session.upstream_rx_timestamp());
         ctx.collect_request().await;
         let h = &resp.headers;
         let sse = || {
@@ -271,7 +271,7 @@ impl ProxyHttp for TapProxy {
         if !ctx.measure {
             return Ok(None);
         }
-        let now = arrival::arrival_now(session.upstream_rx_timestamp(), ctx.meter.started());
+        let now = ctx.arrival(session.upstream_rx_timestamp());
         ctx.response_piece(now, body.as_ref(), end_of_stream);
         Ok(None)
     }

@@ -18,7 +18,6 @@
 //! (`RawBodyRelay`'s), what is measured (`RequestCtx`), the framing rules
 //! (`ChunkedScan`).
 
-use super::arrival::arrival_now;
 use super::RequestCtx;
 use pingora::proxy::RawBodyRelay;
 use pingora::{Error, ErrorType, Result};
@@ -41,9 +40,11 @@ pub async fn relay(relay: &mut RawBodyRelay<'_>, ctx: &mut RequestCtx) -> Result
     let mut measured = ChunkedScan::default();
     loop {
         let bytes = relay.read().await?;
-        let at = ctx
-            .measure
-            .then(|| arrival_now(relay.rx_timestamp(), ctx.meter.started()));
+        let at = if ctx.measure {
+            Some(ctx.arrival(relay.rx_timestamp()))
+        } else {
+            None
+        };
         let before = scan.payload_len();
         let used = scan
             .feed(&bytes, |_| {})

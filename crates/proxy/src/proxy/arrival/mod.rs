@@ -20,42 +20,79 @@
 //! Where no stamp is to be had (not Linux, an HTTP/2 client on pingora's
 //! two-task relay, `setsockopt` refused, or the first segments after the
 //! host's first stamping socket asked: the kernel turns stamping on
-//! asynchronously), the hooks fall back to the read time: [`arrival`] with
-//! `None`. A read without a stamp never passes for the last one's time.
+//! asynchronously), the hooks fall back to the read time. A read without a
+//! stamp never passes for the last one's time.
+//!
+//! A stamp is wall-clock time, mapped onto the monotonic clock by its age
+//! against the wall clock read just after the read. A wall clock that
+//! steps between the two (an NTP step, a VM resumed, a clock set by hand)
+//! makes the age wrong by the step. `Arrivals` rejects a stamp that
+//! contradicts the monotonic clock — one that maps before the request
+//! started or more than `SLACK` before the piece before it (a forward
+//! step), after the read that brought it (a backward step), or over a
+//! minute back — and uses the read time instead, with the reason, which
+//! the tap counts (`tokentap_receive_stamp_fallbacks_total`). So TTFT and
+//! E2E are never 0 or negative because of a step, and arrivals never go
+//! backwards. A step smaller than the gap since the previous piece is not
+//! seen on that one piece (its time is off by the step, once).
 //!
 //! Owns the mapping of a receive stamp (wall clock) onto the monotonic
 //! clock the records use, and the stamped read. Touches no bytes: a read
 //! fills the caller's buffer exactly as `read` would.
 
 use std::time::{Duration, Instant, SystemTime};
+use tokentap_core::labels::StampFallback;
 
 /// A stamp older than this is not the read just made (a wall clock stepped
 /// forward since): the read time is used instead.
 const OLDEST: Duration = Duration::from_secs(60);
 
-/// The instant bytes stamped `rx` (wall clock) arrived, on the monotonic
-/// clock: `now` less the stamp's age by `wall_now`. Never before `floor`
-/// (the request's start: no answer arrives before its question), never
-/// after `now`. Without a stamp, or with one the wall clock contradicts
-/// (in the future, or older than a minute: the clock was stepped), `now`.
-pub fn arrival(
-    rx: Option<SystemTime>,
-    now: Instant,
-    wall_now: SystemTime,
-    floor: Instant,
-) -> Instant {
-    let Some(rx) = rx else {
-        return now;
-    };
-    match wall_now.duration_since(rx) {
-        Ok(age) if age <= OLDEST => now.checked_sub(age).map_or(now, |t| t.max(floor.min(now))),
-        _ => now,
-    }
+/// How far before the previous piece a stamp may map and still be taken
+/// (clamped to that piece's time): after a piece timed at its read, the
+/// next read's bytes may have arrived while the previous read was being
+/// handled. A step of the wall clock larger than this is seen.
+pub const SLACK: Duration = Duration::from_millis(10);
+
+/// The arrival times of one response's pieces: each stamp mapped onto
+/// the monotonic clock and checked against the request start and the
+/// previous piece.
+#[derive(Debug, Clone, Copy)]
+pub struct Arrivals {
+    start: Instant,
+    last: Instant,
 }
 
-/// [`arrival`] at this moment.
-pub fn arrival_now(rx: Option<SystemTime>, floor: Instant) -> Instant {
-    arrival(rx, Instant::now(), SystemTime::now(), floor)
+impl Arrivals {
+    /// For a request whose headers arrived at `start`.
+    pub fn new(start: Instant) -> Self {
+        Arrivals { start, last: start }
+    }
+
+    /// The instant bytes stamped `rx` (wall clock) arrived, for a read
+    /// that returned at `now` (monotonic) and `wall_now` (wall clock), and
+    /// why the stamp was not used when it was not. Never before the
+    /// previous piece; never after `now`.
+    pub fn at(
+        &mut self,
+        rx: Option<SystemTime>,
+        now: Instant,
+        wall_now: SystemTime,
+    ) -> (Instant, Option<StampFallback>) {
+        let (t, why) = match rx {
+            None => (now, None),
+            Some(rx) => match wall_now.duration_since(rx) {
+                Err(_) => (now, Some(StampFallback::Later)),
+                Ok(age) if age > OLDEST => (now, Some(StampFallback::TooOld)),
+                Ok(age) => match now.checked_sub(age) {
+                    Some(t) if t > self.start && t + SLACK >= self.last => (t, None),
+                    _ => (now, Some(StampFallback::Earlier)),
+                },
+            },
+        };
+        let t = t.max(self.last);
+        self.last = t;
+        (t, why)
+    }
 }
 
 #[cfg(target_os = "linux")]

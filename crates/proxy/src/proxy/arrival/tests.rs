@@ -6,53 +6,87 @@ fn at(base: Instant, ms: u64) -> Instant {
     base + Duration::from_millis(ms)
 }
 
+const WALL: Duration = Duration::from_secs(1_800_000_000);
+
+fn wall(ms_before: i64) -> SystemTime {
+    let w = SystemTime::UNIX_EPOCH + WALL;
+    if ms_before >= 0 {
+        w - Duration::from_millis(ms_before.unsigned_abs())
+    } else {
+        w + Duration::from_millis(ms_before.unsigned_abs())
+    }
+}
+
 #[test]
 fn a_stamp_is_its_age_before_now() {
     let base = Instant::now();
-    let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-    let now = at(base, 100);
-    let rx = wall - Duration::from_millis(30);
-    assert_eq!(arrival(Some(rx), now, wall, base), at(base, 70));
+    let mut a = Arrivals::new(base);
+    let got = a.at(Some(wall(30)), at(base, 100), wall(0));
+    assert_eq!(got, (at(base, 70), None));
 }
 
 #[test]
-fn no_stamp_or_a_contradicted_one_is_the_read_time() {
+fn no_stamp_is_the_read_time_and_not_counted() {
     let base = Instant::now();
-    let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let mut a = Arrivals::new(base);
+    assert_eq!(a.at(None, at(base, 100), wall(0)), (at(base, 100), None));
+}
+
+#[test]
+fn a_contradicted_stamp_is_the_read_time_with_its_reason() {
+    let base = Instant::now();
     let now = at(base, 100);
-    assert_eq!(arrival(None, now, wall, base), now);
     // In the future: the wall clock was stepped back.
+    let mut a = Arrivals::new(base);
     assert_eq!(
-        arrival(Some(wall + Duration::from_millis(5)), now, wall, base),
-        now
+        a.at(Some(wall(-5)), now, wall(0)),
+        (now, Some(StampFallback::Later))
     );
-    // Older than a minute: stepped forward.
+    // Over a minute old.
+    let mut a = Arrivals::new(base);
     assert_eq!(
-        arrival(Some(wall - Duration::from_secs(61)), now, wall, base),
-        now
+        a.at(Some(wall(61_000)), now, wall(0)),
+        (now, Some(StampFallback::TooOld))
+    );
+    // Before the request started: stepped forward. Never a TTFT of 0.
+    let mut a = Arrivals::new(at(base, 90));
+    assert_eq!(
+        a.at(Some(wall(30)), now, wall(0)),
+        (now, Some(StampFallback::Earlier))
     );
 }
 
+/// A wall clock stepped forward by a second between two pieces of a
+/// stream: the piece whose stamp and read straddle the step maps a second
+/// early, far before the piece before it, and is timed at its read; the
+/// pieces after it (stamp and read both after the step) are exact again.
 #[test]
-fn never_before_the_request_started() {
+fn a_step_between_two_pieces_costs_one_piece_its_stamp() {
     let base = Instant::now();
-    let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-    let now = at(base, 100);
-    let floor = at(base, 90);
-    assert_eq!(
-        arrival(Some(wall - Duration::from_millis(30)), now, wall, floor),
-        floor
-    );
-    // A floor after now (cannot happen) does not move past now.
-    assert_eq!(
-        arrival(
-            Some(wall - Duration::from_millis(30)),
-            now,
-            wall,
-            at(base, 200)
-        ),
-        now
-    );
+    let mut a = Arrivals::new(base);
+    // Piece 1 arrived at 100 ms, read at 101 ms.
+    assert_eq!(a.at(Some(wall(1)), at(base, 101), wall(0)).0, at(base, 100));
+    // Piece 2 arrived at 120 ms; the wall clock stepped +1 s before the
+    // read at 121 ms: its age looks like 1,001 ms.
+    let step = Duration::from_secs(1);
+    let w2 = wall(0) + step;
+    let got = a.at(Some(wall(0) - Duration::from_millis(1)), at(base, 121), w2);
+    assert_eq!(got, (at(base, 121), Some(StampFallback::Earlier)));
+    // Piece 3: stamped and read after the step.
+    let got = a.at(Some(w2 - Duration::from_millis(1)), at(base, 141), w2);
+    assert_eq!(got, (at(base, 140), None));
+}
+
+#[test]
+fn arrivals_never_go_backwards() {
+    let base = Instant::now();
+    let mut a = Arrivals::new(base);
+    // Piece 1 had no stamp: its read time, 100 ms.
+    assert_eq!(a.at(None, at(base, 100), wall(0)).0, at(base, 100));
+    // Piece 2's bytes came 3 ms before that read finished (a burst):
+    // within the slack, clamped to the previous piece, not counted.
+    let got = a.at(Some(wall(4)), at(base, 101), wall(0));
+    assert_eq!(got, (at(base, 100), None));
 }
 
 #[cfg(target_os = "linux")]
