@@ -3,7 +3,7 @@
 //! its groups settle on the clock (the core's `Correlator` never reads a
 //! clock: `sweep` takes the instant).
 
-use crate::metrics::attribution::CorrelationMetrics;
+use crate::metrics::attribution::{CorrelationMetrics, NameLimits};
 use crate::metrics::Metrics;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -13,11 +13,12 @@ use tokentap_core::correlate::{AttributionSink, CorrelationConfig, Correlator};
 /// the correlator is dropped.
 pub fn start(
     cfg: CorrelationConfig,
+    names: NameLimits,
     metrics: &Arc<Metrics>,
     hooks: &[Arc<dyn AttributionSink>],
 ) -> std::io::Result<Arc<Correlator>> {
     let mut sinks: Vec<Arc<dyn AttributionSink>> =
-        vec![Arc::new(CorrelationMetrics::new(metrics.clone()))];
+        vec![Arc::new(CorrelationMetrics::new(metrics.clone(), names))];
     sinks.extend(hooks.iter().cloned());
     let c = Correlator::new(cfg, sinks);
     let weak: Weak<Correlator> = Arc::downgrade(&c);

@@ -138,7 +138,7 @@ pub(crate) fn build_with_grace(
     let correlator = match config.correlation {
         None => None,
         Some(cfg) => Some(
-            crate::correlation::start(cfg, &metrics, &hooks.attributions)
+            crate::correlation::start(cfg, Default::default(), &metrics, &hooks.attributions)
                 .map_err(StartError::Thread)?,
         ),
     };

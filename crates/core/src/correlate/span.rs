@@ -76,6 +76,15 @@ fn seconds(v: Option<f64>) -> Result<Option<Duration>, NotJoinable> {
     }
 }
 
+/// Longest tap or hop name (and request id) a span may carry: a name is
+/// held per record and may become a label value.
+pub const MAX_NAME: usize = 128;
+
+/// A name fit to be held: 1 to `MAX_NAME` bytes, no control characters.
+fn bounded(name: &str) -> bool {
+    !name.is_empty() && name.len() <= MAX_NAME && !name.chars().any(char::is_control)
+}
+
 fn parse_hex_u64(s: &str) -> Option<u64> {
     (s.len() == 16)
         .then(|| u64::from_str_radix(s, 16).ok())
@@ -96,9 +105,15 @@ pub fn record(
         return Err(NotJoinable::Foreign);
     };
     let boundary = Boundary::from_label(boundary).ok_or(NotJoinable::Malformed)?;
-    if tap.is_empty() || tap.len() > 128 {
+    if !bounded(tap) {
         return Err(NotJoinable::Malformed);
     }
+    let hop = match (boundary, attrs.str(key::HOP)) {
+        (Boundary::Guardrail, Some(h)) if bounded(h) => Some(Arc::from(h)),
+        (Boundary::Guardrail, Some(_)) => return Err(NotJoinable::Malformed),
+        (Boundary::Guardrail, None) => Some(Arc::from(tap)),
+        _ => None,
+    };
     let e2e = seconds(attrs.f64(key::E2E))?.ok_or(NotJoinable::Malformed)?;
     let trace = match attrs.str(key::TRACE_SOURCE) {
         Some("none") => None,
@@ -115,13 +130,13 @@ pub fn record(
     Ok(TapRecord {
         tap: Arc::from(tap),
         boundary,
-        hop: match boundary {
-            Boundary::Guardrail => Some(Arc::from(attrs.str(key::HOP).unwrap_or(tap))),
-            _ => None,
-        },
+        hop,
         trace,
         fingerprint: attrs.str(key::FINGERPRINT).and_then(parse_hex_u64),
-        request_id: attrs.str(key::REQUEST_ID).map(Arc::from),
+        request_id: attrs
+            .str(key::REQUEST_ID)
+            .filter(|id| id.len() <= MAX_NAME)
+            .map(Arc::from),
         t0,
         ttfb: seconds(attrs.f64(key::TTFB))?,
         ttft: seconds(attrs.f64(key::TTFT))?,

@@ -47,7 +47,7 @@ macro_rules! kinds {
 }
 
 kinds! {
-    Tap: std::sync::Arc<str> = "tap names from the config";
+    Tap: std::sync::Arc<str> = "tap names from the config (in the guardrail exposure family at `tokentap join`: from spans, bounded as `outer`)";
     Boundary: crate::tap::Boundary = enum;
     Model: std::sync::Arc<str> = "requested model (else response model); first `metrics.max_models` distinct values (default 50), then `other`; `unknown` when absent";
     Operation: crate::decode::Operation = enum;
@@ -58,10 +58,10 @@ kinds! {
     Reason: crate::record::MeasureError = enum;
     Label: crate::labels::LabelName = enum;
     Version: &'static str = "tokentap's version";
-    Outer: std::sync::Arc<str> = "tap names from the config (the outer and the inner tap of a joined pair)";
-    Inner: std::sync::Arc<str> = "tap names from the config (the outer and the inner tap of a joined pair)";
+    Outer: std::sync::Arc<str> = "tap names (the outer and the inner tap of a joined pair): from the config, or at `tokentap join` from the spans: the first `labels.max_taps` distinct names (default 64, at most 128 bytes, printable), then `other`; the first `labels.max_pairs` distinct pairs (default 256), then `other`/`other`";
+    Inner: std::sync::Arc<str> = "tap names (the outer and the inner tap of a joined pair): as `outer`";
     Phase: crate::labels::OverheadPhase = enum, " (boundary overhead)";
-    Hop: std::sync::Arc<str> = "hop names from the config (guardrail taps)";
+    Hop: std::sync::Arc<str> = "hop names of guardrail taps: from the config, or at `tokentap join` from the spans: the first `labels.max_hops` distinct names (default 64, at most 128 bytes, printable), then `other`";
     GuardPhase: crate::correlate::Phase = enum, " (guardrail metrics)";
     Verdict: crate::record::Verdict = enum;
     Result: crate::correlate::Joined = enum;

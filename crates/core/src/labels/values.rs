@@ -18,6 +18,13 @@ label_enum! {
     pub enum LabelName {
         Model = "model",
         Tenant = "tenant",
+        /// A tap name in an attribution family (`tap`, `outer`, `inner`):
+        /// from spans at the joiner.
+        Tap = "tap",
+        /// A guardrail hop name in an attribution family.
+        Hop = "hop",
+        /// An `outer`/`inner` pair beyond the cap: both become `other`.
+        Pair = "pair",
     }
 }
 

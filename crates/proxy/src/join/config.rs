@@ -6,6 +6,7 @@ use crate::config::file::{AdminFile, CorrelationFile, OtlpFile};
 use crate::config::sections::{correlation, otlp};
 use crate::config::tap::listen_addr;
 use crate::config::ConfigError;
+use crate::metrics::attribution::NameLimits;
 use crate::otlp::OtlpConfig;
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -23,6 +24,28 @@ struct JoinFile {
     correlation: CorrelationFile,
     #[serde(default)]
     otlp: Option<OtlpFile>,
+    #[serde(default)]
+    labels: LabelsFile,
+}
+
+/// How many distinct names from spans the attribution families take.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct LabelsFile {
+    max_taps: usize,
+    max_hops: usize,
+    max_pairs: usize,
+}
+
+impl Default for LabelsFile {
+    fn default() -> Self {
+        let d = NameLimits::default();
+        LabelsFile {
+            max_taps: d.max_taps,
+            max_hops: d.max_hops,
+            max_pairs: d.max_pairs,
+        }
+    }
 }
 
 fn admin_default() -> AdminFile {
@@ -75,6 +98,8 @@ pub struct JoinConfig {
     /// Always on, on the taps' own clocks.
     pub correlation: CorrelationConfig,
     pub otlp: Option<OtlpConfig>,
+    /// Distinct tap, hop and pair names before `other`.
+    pub labels: NameLimits,
 }
 
 impl JoinConfig {
@@ -111,6 +136,19 @@ impl JoinConfig {
             message: "the joiner is the correlation: it cannot be off".into(),
         })?;
         correlation.clocks = Clocks::PerTap;
+        let l = &f.labels;
+        for (key, v) in [
+            ("labels.max_taps", l.max_taps),
+            ("labels.max_hops", l.max_hops),
+            ("labels.max_pairs", l.max_pairs),
+        ] {
+            if !(1..=10_000).contains(&v) {
+                return Err(ConfigError {
+                    key: key.into(),
+                    message: "must be in 1..=10000".into(),
+                });
+            }
+        }
         Ok(JoinConfig {
             grpc_listen: listen_addr("receiver.grpc_listen", &f.receiver.grpc_listen)?,
             http_listen: listen_addr("receiver.http_listen", &f.receiver.http_listen)?,
@@ -118,6 +156,11 @@ impl JoinConfig {
             max_body_bytes: f.receiver.max_body_bytes,
             correlation,
             otlp: otlp(f.otlp.as_ref())?,
+            labels: NameLimits {
+                max_taps: l.max_taps,
+                max_hops: l.max_hops,
+                max_pairs: l.max_pairs,
+            },
         })
     }
 }

@@ -114,8 +114,9 @@ impl Joiner {
             otlp = Some(started);
         }
         let metrics = Arc::new(metrics);
-        let correlator = crate::correlation::start(cfg.correlation, &metrics, &attributions)
-            .map_err(JoinError::Thread)?;
+        let correlator =
+            crate::correlation::start(cfg.correlation, cfg.labels, &metrics, &attributions)
+                .map_err(JoinError::Thread)?;
         let receiver = Arc::new(Receiver::new(
             correlator.clone(),
             metrics.clone(),
