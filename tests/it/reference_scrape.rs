@@ -7,9 +7,11 @@
 //! a deliberate change).
 //!
 //! Normalised: `# HELP` and `# TYPE` lines as they are; counters with their
-//! value; histograms with their `_count` value and every `_bucket` series
-//! without its value (bucket bounds are kept, timings are not); gauges and
-//! histogram sums without their value (they are timings or window figures).
+//! value; histograms with their `_count` value and, per series, one
+//! `_bucket` line that says how many finite bounds it has and its first
+//! and last (a layout's bounds are `tokentap_core::table::buckets`' and
+//! tested there; timings are not kept); gauges and histogram sums without
+//! their value (they are timings or window figures).
 
 use crate::support::*;
 use std::collections::BTreeSet;
@@ -32,6 +34,8 @@ pub fn normalise(scrape: &str) -> String {
             }
         }
     }
+    // A histogram series' finite bucket bounds, by the series without `le`.
+    let mut buckets: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     for l in scrape.lines() {
         if l.starts_with('#') {
             lines.insert(l.to_string());
@@ -41,6 +45,27 @@ pub fn normalise(scrape: &str) -> String {
             continue;
         };
         let name = series.split('{').next().unwrap_or_default();
+        if name.ends_with("_bucket") {
+            let mut le = String::new();
+            let labels: Vec<&str> = series
+                .trim_start_matches(name)
+                .trim_matches(|c| c == '{' || c == '}')
+                .split(',')
+                .filter(|kv| match kv.strip_prefix("le=") {
+                    Some(v) => {
+                        le = v.trim_matches('"').to_string();
+                        false
+                    }
+                    None => true,
+                })
+                .collect();
+            let key = format!("{name}{{{}}}", labels.join(","));
+            let bounds = buckets.entry(key).or_default();
+            if le != "+Inf" {
+                bounds.push(le);
+            }
+            continue;
+        }
         let keep_value = (counters.contains(name) && !TIMED_COUNTERS.contains(&name))
             || name.ends_with("_count");
         lines.insert(if keep_value {
@@ -48,6 +73,15 @@ pub fn normalise(scrape: &str) -> String {
         } else {
             series.to_string()
         });
+    }
+    for (series, bounds) in buckets {
+        let (first, last) = (bounds.first(), bounds.last());
+        lines.insert(format!(
+            "{series} {} bounds, {}..{}",
+            bounds.len(),
+            first.map_or("", String::as_str),
+            last.map_or("", String::as_str)
+        ));
     }
     lines.into_iter().collect::<Vec<_>>().join("\n") + "\n"
 }

@@ -8,6 +8,7 @@
 //! else names a metric.
 
 mod attribution;
+mod buckets;
 mod fleet;
 mod join;
 mod label;
@@ -16,6 +17,7 @@ mod request;
 mod window;
 
 pub use attribution::*;
+pub use buckets::{DURATION_BUCKETS, ITL_BUCKETS, OVERHEAD_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS};
 pub use fleet::*;
 pub use join::*;
 pub use label::Label;
@@ -181,38 +183,10 @@ impl<L> std::ops::Deref for Metric<L> {
     }
 }
 
-/// OpenTelemetry's advised TTFT boundaries, extended with vLLM's long tail.
-pub const TTFT_BUCKETS: &[f64] = &[
-    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
-];
-/// OpenTelemetry's advised TPOT boundaries, extended with vLLM's long tail.
-pub const TPOT_BUCKETS: &[f64] = &[
-    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
-    40.0, 80.0,
-];
-/// OpenTelemetry's doubling duration boundaries (0.01 … 81.92 s), extended by
-/// doubling to 2.9 h for long generations (vLLM's e2e tail reaches 7680 s).
-pub const DURATION_BUCKETS: &[f64] = &[
-    0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 163.84,
-    327.68, 655.36, 1310.72, 2621.44, 5242.88, 10485.76,
-];
 /// OpenTelemetry's advised token-usage boundaries.
 pub const TOKEN_BUCKETS: &[f64] = &[
     1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0,
     16777216.0, 67108864.0,
-];
-/// Inter-token gaps: fine below 100 ms where decode steps live, then the
-/// vLLM tail so stalls and preemptions stay visible.
-pub const ITL_BUCKETS: &[f64] = &[
-    0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1,
-    0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0,
-];
-/// Overhead a layer adds: 100 µs (a local relay) to minutes (a guardrail
-/// that waits for a whole answer).
-pub const OVERHEAD_BUCKETS: &[f64] = &[
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
-    5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
 ];
 pub const SHARE_BUCKETS: &[f64] = &[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0];
 pub const TOKENS_PER_EVENT_BUCKETS: &[f64] = &[
@@ -305,6 +279,21 @@ pub const ALL: &[&MetricDef] = &[
     &USAGE_INJECTION.def,
 ];
 
+const BUCKETS_DOC: &str = "### Bucket layouts\n\n\
+Every duration histogram resolves the range it serves so that PromQL's \
+`histogram_quantile` is within 5 % or 1 ms of the exact percentile, whatever \
+the distribution: inside that range each bucket is at most 1 ms wide (up to \
+20 ms) or its upper bound is at most 1.05× its lower bound, and the estimate \
+(linear interpolation inside the bucket) and the true percentile lie in the \
+same bucket. Bounds are the previous × 1.05 rounded down to three significant \
+digits; OpenTelemetry's advised boundaries are kept among them. Above the \
+range a few coarse bounds keep long tails visible, not resolved. The price is \
+series: 150–230 bucket series per histogram series (a family's series count \
+is its label combinations × (bounds + 3)). \
+`tokentap_core::table::buckets::tests` checks the rule and the error over \
+known distributions (point masses, narrow and wide normals, log-normal, \
+uniform, bimodal) at centres across each range.\n\n";
+
 /// Renders the metric reference section of `docs/metrics.md`.
 pub fn render_markdown() -> String {
     let mut out = String::new();
@@ -325,9 +314,16 @@ pub fn render_markdown() -> String {
             out.push_str(&format!("| end | {} |\n", m.end));
         }
         out.push_str(&format!("| observed | {} |\n", m.observed));
-        if !m.buckets.is_empty() {
-            let b: Vec<_> = m.buckets.iter().map(|b| b.to_string()).collect();
-            out.push_str(&format!("| buckets | {} |\n", b.join(", ")));
+        match buckets::layout_of(m.buckets) {
+            Some((name, what)) => out.push_str(&format!(
+                "| buckets | {} bounds, layout `{name}`: {what} (see [Bucket layouts](#bucket-layouts)) |\n",
+                m.buckets.len()
+            )),
+            None if !m.buckets.is_empty() => {
+                let b: Vec<_> = m.buckets.iter().map(|b| b.to_string()).collect();
+                out.push_str(&format!("| buckets | {} |\n", b.join(", ")));
+            }
+            None => {}
         }
         out.push_str(&format!("| OpenTelemetry name | `{}` |\n", m.otel_name));
         let tests = if tests.is_empty() {
@@ -336,6 +332,15 @@ pub fn render_markdown() -> String {
             tests.join(", ")
         };
         out.push_str(&format!("| methodology test | {tests} |\n\n"));
+    }
+    out.push_str(BUCKETS_DOC);
+    for (name, bounds, what) in buckets::LAYOUTS {
+        let b: Vec<_> = bounds.iter().map(|b| b.to_string()).collect();
+        out.push_str(&format!(
+            "#### `{name}`\n\n{what}; {} bounds:\n\n{}\n\n",
+            bounds.len(),
+            b.join(", ")
+        ));
     }
     out.push_str(
         "### Label values\n\n| label | values | OpenTelemetry attribute |\n|---|---|---|\n",
@@ -399,20 +404,5 @@ mod tests {
                 m.name
             );
         }
-    }
-
-    #[test]
-    fn otel_advised_buckets_are_kept() {
-        let otel_ttft = [
-            0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-            10.0,
-        ];
-        assert_eq!(&TTFT_BUCKETS[..otel_ttft.len()], &otel_ttft);
-        assert_eq!(TTFT_BUCKETS.last(), Some(&2560.0));
-        let otel_tpot = [
-            0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
-        ];
-        assert_eq!(&TPOT_BUCKETS[..otel_tpot.len()], &otel_tpot);
-        assert_eq!(DURATION_BUCKETS[13], 81.92);
     }
 }
