@@ -28,6 +28,7 @@ mod join;
 mod join_fleet;
 mod lifecycle;
 mod limits;
+mod logs;
 mod netns;
 mod nginx;
 mod openai_client;
