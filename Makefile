@@ -92,7 +92,7 @@ demo: deps
 # (not committed); crashes land in fuzz/artifacts/ — add them to the seeds
 # once fixed.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = sse classify request meter chunked
+FUZZ_TARGETS = sse classify request meter chunked otlp
 fuzz: deps
 	@command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
 	@for t in $(FUZZ_TARGETS); do \

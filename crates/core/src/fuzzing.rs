@@ -154,16 +154,54 @@ pub fn chunked(data: &[u8]) {
     debug_assert!(scan.payload_len() <= given);
 }
 
-/// The targets by name (the corpus directory names).
+/// An OTLP trace export, as the joiner reads one: the first byte picks
+/// protobuf or JSON, the rest is the body. Every span handed on becomes a
+/// join record (`correlate::span::record`), as in the joiner. Invariant:
+/// the reader's counts add up, and no more spans are handed on than the
+/// cap lets through.
+pub fn otlp(data: &[u8]) {
+    use crate::otlp::{read, Attrs, Encoding, Limits};
+    let Some((pick, body)) = data.split_first() else {
+        return;
+    };
+    let encoding = if pick % 2 == 0 {
+        Encoding::Protobuf
+    } else {
+        Encoding::Json
+    };
+    let limits = Limits {
+        max_spans: 64,
+        max_span_bytes: 4096,
+    };
+    let t0 = std::time::Instant::now();
+    let mut handed = 0u64;
+    if let Ok(s) = read(body, encoding, limits, |span| {
+        handed += 1;
+        let trace = span.trace_id.get(..16).and_then(|b| b.try_into().ok());
+        let _ = crate::correlate::span::record(
+            &Attrs(&span.attributes),
+            trace.unwrap_or([0; 16]),
+            [0; 8],
+            t0,
+            16,
+        );
+    }) {
+        debug_assert_eq!(s.decoded, handed);
+        debug_assert!(handed <= 64);
+        debug_assert_eq!(s.spans, s.decoded + s.rejected());
+    }
+}
+
 /// A target's name (its corpus directory) and entry point.
 pub type Target = (&'static str, fn(&[u8]));
 
-pub const TARGETS: [Target; 5] = [
+pub const TARGETS: [Target; 6] = [
     ("sse", sse),
     ("classify", classify),
     ("request", request),
     ("meter", meter),
     ("chunked", chunked),
+    ("otlp", otlp),
 ];
 
 #[cfg(test)]

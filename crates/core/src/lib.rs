@@ -6,8 +6,9 @@
 //! methodology analyses (`analysis`), the correlator's join and attribution
 //! (`correlate`), the canonical metric table (`table`) and its typed label
 //! sets (`labels`), the client limits' head scanner and reasons (`limits`),
-//! the stable hash of every value that leaves the process (`hash`), and the
-//! fuzzing entry points.
+//! the stable hash of every value that leaves the process (`hash`), an OTLP
+//! trace export read with bounded work (`otlp`), and the fuzzing entry
+//! points.
 //!
 //! Must not touch: sockets, runtimes, clocks (every instant is an
 //! argument), exporters. This crate's manifest has no pingora, tokio,
@@ -24,6 +25,7 @@ pub mod hash;
 pub mod inject;
 pub mod labels;
 pub mod limits;
+pub mod otlp;
 pub mod record;
 pub mod table;
 pub mod tap;

@@ -141,6 +141,9 @@ label_enum! {
         TooLarge = "too_large",
         /// Neither protobuf nor JSON, or not gzip (415).
         Unsupported = "unsupported",
+        /// Without the bearer token `receiver.auth` asks for (401, gRPC
+        /// UNAUTHENTICATED).
+        Unauthorized = "unauthorized",
     }
 }
 
@@ -153,6 +156,10 @@ label_enum! {
         Foreign = "foreign",
         /// tokentap's, with a value out of range: ignored.
         Malformed = "malformed",
+        /// Not read: over `receiver.max_spans_per_export` or
+        /// `max_span_bytes`, or not decodable as a span; the sender is told
+        /// in the response's partial success (and does not retry).
+        Rejected = "rejected",
     }
 }
 

@@ -66,6 +66,12 @@ struct ReceiverFile {
     /// Largest request body, compressed or inflated.
     #[serde(default = "max_body_default")]
     max_body_bytes: usize,
+    /// Spans read per export; the rest are rejected (partial success).
+    #[serde(default = "max_spans_default")]
+    max_spans_per_export: usize,
+    /// Largest encoded span; a larger one is rejected.
+    #[serde(default = "max_span_bytes_default")]
+    max_span_bytes: usize,
 }
 
 impl Default for ReceiverFile {
@@ -74,6 +80,8 @@ impl Default for ReceiverFile {
             grpc_listen: grpc_default(),
             http_listen: http_default(),
             max_body_bytes: max_body_default(),
+            max_spans_per_export: max_spans_default(),
+            max_span_bytes: max_span_bytes_default(),
         }
     }
 }
@@ -87,6 +95,12 @@ fn http_default() -> String {
 fn max_body_default() -> usize {
     8 << 20
 }
+fn max_spans_default() -> usize {
+    tokentap_core::otlp::Limits::default().max_spans
+}
+fn max_span_bytes_default() -> usize {
+    tokentap_core::otlp::Limits::default().max_span_bytes
+}
 
 /// The validated joiner config.
 #[derive(Debug, Clone)]
@@ -95,6 +109,8 @@ pub struct JoinConfig {
     pub http_listen: SocketAddr,
     pub admin_listen: SocketAddr,
     pub max_body_bytes: usize,
+    /// Work one export may cause.
+    pub otlp_limits: tokentap_core::otlp::Limits,
     /// Always on, on the taps' own clocks.
     pub correlation: CorrelationConfig,
     pub otlp: Option<OtlpConfig>,
@@ -131,6 +147,18 @@ impl JoinConfig {
                 message: "must be in 1024..=268435456".into(),
             });
         }
+        if !(1..=10_000_000).contains(&f.receiver.max_spans_per_export) {
+            return Err(ConfigError {
+                key: "receiver.max_spans_per_export".into(),
+                message: "must be in 1..=10000000".into(),
+            });
+        }
+        if !(256..=16 << 20).contains(&f.receiver.max_span_bytes) {
+            return Err(ConfigError {
+                key: "receiver.max_span_bytes".into(),
+                message: "must be in 256..=16777216".into(),
+            });
+        }
         let mut correlation = correlation(&f.correlation, 2)?.ok_or_else(|| ConfigError {
             key: "correlation.enabled".into(),
             message: "the joiner is the correlation: it cannot be off".into(),
@@ -154,6 +182,10 @@ impl JoinConfig {
             http_listen: listen_addr("receiver.http_listen", &f.receiver.http_listen)?,
             admin_listen: listen_addr("admin.listen", &f.admin.listen)?,
             max_body_bytes: f.receiver.max_body_bytes,
+            otlp_limits: tokentap_core::otlp::Limits {
+                max_spans: f.receiver.max_spans_per_export,
+                max_span_bytes: f.receiver.max_span_bytes,
+            },
             correlation,
             otlp: otlp(f.otlp.as_ref())?,
             labels: NameLimits {

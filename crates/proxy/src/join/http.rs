@@ -1,15 +1,20 @@
 //! OTLP/HTTP for the joiner: `POST /v1/traces` with a protobuf or JSON
 //! body, gzip or not. Answers as the OTLP/HTTP spec asks: 200 with an
-//! (empty) `ExportTraceServiceResponse` in the request's encoding; 400 for
-//! a body that does not decode, 413 over the size cap, 415 for another
-//! media type or content encoding, 404/405 for other paths and methods.
+//! `ExportTraceServiceResponse` in the request's encoding (a partial
+//! success when spans were rejected: the sender does not retry them); 400
+//! for a body that does not decode, 413 over the size cap, 415 for another
+//! media type or content encoding (none of which a sender retries), 404/405
+//! for other paths and methods. Reading and joining an export runs on the
+//! blocking pool, so a large export never holds up the listener.
 
-use super::receiver::{Encoding, Receiver, Refused};
+use super::receiver::{Receiver, Refused};
 use async_trait::async_trait;
 use http::{Method, Response, StatusCode};
 use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
+use prost::Message;
 use std::sync::Arc;
+use tokentap_core::otlp::{self, Encoding};
 
 pub struct OtlpHttpApp(pub Arc<Receiver>);
 
@@ -89,15 +94,31 @@ impl ServeHttp for OtlpHttpApp {
         let result = match framing {
             Err(why) => Err(self.0.refused(why)),
             Ok((encoding, gzip)) => match self.body(session).await {
-                Ok(body) => self.0.http(&body, encoding, gzip),
+                Ok(body) => {
+                    let receiver = self.0.clone();
+                    tokio::task::spawn_blocking(move || receiver.http(&body, encoding, gzip))
+                        .await
+                        .unwrap_or(Err(Refused::Malformed))
+                }
                 Err(why) => Err(self.0.refused(why)),
             },
         };
         match (result, framing) {
-            (Ok(_), Ok((Encoding::Json, _))) => {
-                respond(StatusCode::OK, "application/json", b"{}".to_vec())
-            }
-            (Ok(_), _) => respond(StatusCode::OK, "application/x-protobuf", Vec::new()),
+            (Ok(a), Ok((Encoding::Json, _))) => respond(
+                StatusCode::OK,
+                "application/json",
+                otlp::response_json(&a.summary).into_bytes(),
+            ),
+            (Ok(a), _) => respond(
+                StatusCode::OK,
+                "application/x-protobuf",
+                otlp::response(&a.summary).encode_to_vec(),
+            ),
+            (Err(Refused::Unauthorized), _) => respond(
+                StatusCode::UNAUTHORIZED,
+                "text/plain",
+                b"a bearer token is required (receiver.auth)\n".to_vec(),
+            ),
             (Err(Refused::Malformed), _) => respond(
                 StatusCode::BAD_REQUEST,
                 "text/plain",

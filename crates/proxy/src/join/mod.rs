@@ -121,6 +121,7 @@ impl Joiner {
             correlator.clone(),
             metrics.clone(),
             cfg.max_body_bytes,
+            cfg.otlp_limits,
         ));
         // Bind first: a taken port is an error naming the key, and port 0
         // (tests) resolves here.
