@@ -121,8 +121,50 @@ macro_rules! label_enum {
 pub(crate) use label_enum;
 
 /// A label set: a struct whose fields name their label kinds (`k::*`);
-/// each field's type is its kind's value type.
+/// each field's type is its kind's value type. A set may begin with
+/// another set, `..tap: TapLabels`: its labels come first, composed, not
+/// copied (`PerModel` is `TapLabels` plus `model` and `operation`).
 macro_rules! label_set {
+    (
+        $(#[$m:meta])*
+        pub struct $name:ident {
+            ..$base:ident : $base_ty:ty
+            $(, $(#[$fm:meta])* $field:ident : $kind:ident )* $(,)?
+        }
+    ) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+        pub struct $name {
+            pub $base: $base_ty,
+            $( $(#[$fm])* pub $field: <$crate::labels::k::$kind as $crate::labels::LabelKind>::Value ),*
+        }
+
+        impl $crate::labels::LabelSet for $name {
+            const LABELS: &'static [$crate::table::Label] = {
+                const BASE: &[$crate::table::Label] =
+                    <$base_ty as $crate::labels::LabelSet>::LABELS;
+                const OWN: &[$crate::table::Label] = &[
+                    $( <$crate::labels::k::$kind as $crate::labels::LabelKind>::LABEL ),*
+                ];
+                const ALL: [$crate::table::Label; BASE.len() + OWN.len()] =
+                    $crate::labels::concat_labels(BASE, OWN);
+                &ALL
+            };
+
+            #[allow(unused_imports)]
+            fn values(&self) -> impl AsRef<[&str]> {
+                use $crate::labels::LabelValue;
+                const N: usize = <$name as $crate::labels::LabelSet>::LABELS.len();
+                let base = $crate::labels::LabelSet::values(&self.$base);
+                let own = [$( self.$field.label_value() ),*];
+                let mut out: [&str; N] = [""; N];
+                for (slot, v) in out.iter_mut().zip(base.as_ref().iter().chain(own.iter())) {
+                    *slot = v;
+                }
+                out
+            }
+        }
+    };
     (
         $(#[$m:meta])*
         pub struct $name:ident {
@@ -151,6 +193,26 @@ macro_rules! label_set {
     };
 }
 pub(crate) use label_set;
+
+/// `a` then `b`, as one array of `N` labels (a composed label set's
+/// labels, at compile time).
+// The lints against indexing guard the measuring path; this runs at
+// compile time, where an index out of bounds is a build error.
+#[allow(clippy::indexing_slicing)]
+pub const fn concat_labels<const N: usize>(a: &[Label], b: &[Label]) -> [Label; N] {
+    let mut out = [Label::Tap; N];
+    let mut i = 0;
+    while i < a.len() {
+        out[i] = a[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < b.len() {
+        out[i + j] = b[j];
+        j += 1;
+    }
+    out
+}
 
 /// "`a`, `b`, `c`": the values of an enum, for the docs.
 pub fn list<E: LabelEnum>() -> String {

@@ -11,72 +11,47 @@ label_set! {
 
 label_set! {
     /// Per-request histograms and token counters.
-    pub struct PerModel { tap: Tap, boundary: Boundary, model: Model, operation: Operation }
+    pub struct PerModel { ..tap: TapLabels, model: Model, operation: Operation }
 }
 
 label_set! {
     /// Time to first byte (streaming or not).
-    pub struct PerModelStream {
-        tap: Tap,
-        boundary: Boundary,
-        model: Model,
-        operation: Operation,
-        stream: Stream,
-    }
+    pub struct PerModelStream { ..base: PerModel, stream: Stream }
 }
 
 label_set! {
     /// Every request, by how it ended.
-    pub struct PerRequest {
-        tap: Tap,
-        boundary: Boundary,
-        model: Model,
-        operation: Operation,
-        stream: Stream,
-        outcome: Outcome,
-    }
+    pub struct PerRequest { ..base: PerModelStream, outcome: Outcome }
 }
 
 label_set! {
     /// Token counts per request, by side.
-    pub struct TokenUsage {
-        tap: Tap,
-        boundary: Boundary,
-        model: Model,
-        operation: Operation,
-        token_type: TokenType,
-    }
+    pub struct TokenUsage { ..base: PerModel, token_type: TokenType }
 }
 
 label_set! {
     /// Output tokens, by where the count came from.
-    pub struct OutputTokens {
-        tap: Tap,
-        boundary: Boundary,
-        model: Model,
-        operation: Operation,
-        source: Source,
-    }
+    pub struct OutputTokens { ..base: PerModel, source: Source }
 }
 
 label_set! {
     /// Requests that could not be measured, by reason.
-    pub struct Unmeasured { tap: Tap, boundary: Boundary, reason: Reason }
+    pub struct Unmeasured { ..tap: TapLabels, reason: Reason }
 }
 
 label_set! {
     /// Refused requests and connections, by reason.
-    pub struct Rejected { tap: Tap, boundary: Boundary, reason: RejectReason }
+    pub struct Rejected { ..tap: TapLabels, reason: RejectReason }
 }
 
 label_set! {
     /// Receive stamps not used, by why.
-    pub struct StampFallbacks { tap: Tap, boundary: Boundary, reason: StampReason }
+    pub struct StampFallbacks { ..tap: TapLabels, reason: StampReason }
 }
 
 label_set! {
     /// What usage injection did.
-    pub struct Injection { tap: Tap, boundary: Boundary, result: InjectResult }
+    pub struct Injection { ..tap: TapLabels, result: InjectResult }
 }
 
 label_set! {
@@ -136,42 +111,42 @@ label_set! {
 
 label_set! {
     /// A window input-token rate.
-    pub struct TapInput { tap: Tap, boundary: Boundary, kind: InputKind }
+    pub struct TapInput { ..tap: TapLabels, kind: InputKind }
 }
 
 label_set! {
     /// A window statistic.
-    pub struct TapStat { tap: Tap, boundary: Boundary, stat: Stat }
+    pub struct TapStat { ..tap: TapLabels, stat: Stat }
 }
 
 label_set! {
     /// A window percentile.
-    pub struct TapPercentile { tap: Tap, boundary: Boundary, percentile: Quantile }
+    pub struct TapPercentile { ..tap: TapLabels, percentile: Quantile }
 }
 
 label_set! {
     /// A window's sample count of one figure.
-    pub struct TapFigure { tap: Tap, boundary: Boundary, figure: Figure }
+    pub struct TapFigure { ..tap: TapLabels, figure: Figure }
 }
 
 label_set! {
     /// A window figure per tenant.
-    pub struct TapTenant { tap: Tap, boundary: Boundary, tenant: Tenant }
+    pub struct TapTenant { ..tap: TapLabels, tenant: Tenant }
 }
 
 label_set! {
     /// A window figure for hits or misses.
-    pub struct TapCache { tap: Tap, boundary: Boundary, cache: Cache }
+    pub struct TapCache { ..tap: TapLabels, cache: Cache }
 }
 
 label_set! {
     /// A window figure per prompt-prefix length.
-    pub struct TapPrefix { tap: Tap, boundary: Boundary, prefix: Prefix }
+    pub struct TapPrefix { ..tap: TapLabels, prefix: Prefix }
 }
 
 label_set! {
     /// A window figure per input-length bucket.
-    pub struct TapBucket { tap: Tap, boundary: Boundary, bucket: Bucket }
+    pub struct TapBucket { ..tap: TapLabels, bucket: Bucket }
 }
 
 label_set! {
@@ -192,8 +167,7 @@ impl TapLabels {
         operation: crate::decode::Operation,
     ) -> PerModel {
         PerModel {
-            tap: self.tap.clone(),
-            boundary: self.boundary,
+            tap: self.clone(),
             model: model.clone(),
             operation,
         }
@@ -212,10 +186,46 @@ label_set! {
 
 label_set! {
     /// A tap's requests by tenant (mergeable across instances).
-    pub struct TenantRequests { tap: Tap, boundary: Boundary, tenant: Tenant }
+    pub struct TenantRequests { ..tap: TapLabels, tenant: Tenant }
 }
 
 label_set! {
     /// A tap's requests judged against the SLOs.
-    pub struct SloJudged { tap: Tap, boundary: Boundary, result: SloResult }
+    pub struct SloJudged { ..tap: TapLabels, result: SloResult }
+}
+
+impl PerModel {
+    /// These series, streamed or not.
+    pub fn stream(&self, stream: bool) -> PerModelStream {
+        PerModelStream {
+            base: self.clone(),
+            stream,
+        }
+    }
+
+    /// These series' tokens of one side.
+    pub fn tokens(&self, token_type: crate::labels::TokenType) -> TokenUsage {
+        TokenUsage {
+            base: self.clone(),
+            token_type,
+        }
+    }
+
+    /// These series' output tokens, by where the count came from.
+    pub fn source(&self, source: crate::record::TokenSource) -> OutputTokens {
+        OutputTokens {
+            base: self.clone(),
+            source,
+        }
+    }
+}
+
+impl PerModelStream {
+    /// These series' requests that ended so.
+    pub fn outcome(&self, outcome: crate::record::Outcome) -> PerRequest {
+        PerRequest {
+            base: self.clone(),
+            outcome,
+        }
+    }
 }

@@ -3,14 +3,14 @@ use crate::record::Outcome;
 
 #[test]
 fn a_set_gives_its_labels_and_values_in_one_order() {
-    let s = PerRequest {
+    let tap = TapLabels {
         tap: "t".into(),
         boundary: crate::tap::Boundary::Gateway,
-        model: "m".into(),
-        operation: crate::decode::Operation::Chat,
-        stream: true,
-        outcome: Outcome::HttpError,
     };
+    let s = tap
+        .per_model(&"m".into(), crate::decode::Operation::Chat)
+        .stream(true)
+        .outcome(Outcome::HttpError);
     let names: Vec<_> = PerRequest::LABELS.iter().map(|l| l.as_str()).collect();
     assert_eq!(
         names,

@@ -1,20 +1,20 @@
 //! The canonical metric table: every metric tokentap exports, once.
 //!
-//! Owns: name, type, unit, help, labels, buckets, the OpenTelemetry name, the
-//! exact start and end events, when it is observed, and which methodology
-//! test it serves. The Prometheus registry (`metrics::prom`),
-//! `docs/metrics.md` (generated from `render_markdown`, checked by a test)
-//! and, later, OTLP and the dashboard tests all read this table; nothing
-//! else names a metric.
+//! Owns: name, kind, unit, help, labels, buckets, the OpenTelemetry name,
+//! the exact start and end events, when it is observed, and which
+//! methodology test it serves. The Prometheus registry and the OpenTelemetry
+//! instruments (`tokentap_telemetry`), `docs/metrics.md` (generated from
+//! `render_markdown`, checked by a test) and the dashboard tests all read
+//! this table; nothing else names a metric.
+//!
+//! A metric's kind and label set are its type, `Metric<L, K>`: recording a
+//! counter where a histogram is expected does not compile. Every metric is
+//! defined inside a `metrics!` block, which lists it in its file's
+//! `ENTRIES`; `ALL` is every file's entries, so a defined metric is
+//! registered, exported and documented without being listed anywhere else.
 
-mod attribution;
 mod buckets;
-mod fleet;
-mod join;
 mod label;
-mod process;
-mod request;
-mod window;
 
 pub use attribution::*;
 pub use buckets::{DURATION_BUCKETS, ITL_BUCKETS, OVERHEAD_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS};
@@ -27,6 +27,36 @@ pub use window::*;
 
 use crate::labels::LabelSet;
 use std::marker::PhantomData;
+
+/// The kinds a metric can have, as types (`Metric<L, kind::Counter>`).
+pub mod kind {
+    /// A monotonic count (`_total`).
+    pub struct Counter;
+    /// An integer level that goes up and down.
+    pub struct Gauge;
+    /// A distribution over the family's buckets.
+    pub struct Histogram;
+    /// A floating-point figure set when an analysis window closes.
+    pub struct WindowGauge;
+}
+pub use kind::{Counter, Gauge, Histogram, WindowGauge};
+
+/// A kind marker's runtime value.
+pub trait MetricKind {
+    const KIND: Kind;
+}
+impl MetricKind for kind::Counter {
+    const KIND: Kind = Kind::Counter;
+}
+impl MetricKind for kind::Gauge {
+    const KIND: Kind = Kind::Gauge;
+}
+impl MetricKind for kind::Histogram {
+    const KIND: Kind = Kind::Histogram;
+}
+impl MetricKind for kind::WindowGauge {
+    const KIND: Kind = Kind::WindowGauge;
+}
 
 /// Prometheus metric type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -132,13 +162,12 @@ pub struct MetricDef {
     pub tests: &'static [Test],
 }
 
-/// A table entry as written: everything but the labels, which come from
-/// the label set.
+/// A table entry as written: everything but the labels and the kind, which
+/// come from the metric's type.
 #[derive(Debug, Clone, Copy)]
 pub struct Spec {
     pub name: &'static str,
     pub otel_name: &'static str,
-    pub kind: Kind,
     pub unit: Unit,
     pub help: &'static str,
     pub buckets: &'static [f64],
@@ -148,20 +177,24 @@ pub struct Spec {
     pub tests: &'static [Test],
 }
 
-/// A metric family whose series are labelled by `L`: what call sites name.
-/// Recording takes an `L`, so the label values always match the family.
-pub struct Metric<L> {
+/// A metric family of kind `K` whose series are labelled by `L`: what call
+/// sites name. Recording takes an `L`, so the label values always match
+/// the family, and only the kind's own operation accepts it.
+pub struct Metric<L, K> {
     pub def: MetricDef,
-    labels: PhantomData<fn(&L)>,
+    typed: PhantomData<Typed<L, K>>,
 }
 
-impl<L: LabelSet> Metric<L> {
+/// What a `Metric` carries only as a type: its label set and kind.
+type Typed<L, K> = (fn(&L), K);
+
+impl<L: LabelSet, K: MetricKind> Metric<L, K> {
     pub const fn new(spec: Spec) -> Self {
         Metric {
             def: MetricDef {
                 name: spec.name,
                 otel_name: spec.otel_name,
-                kind: spec.kind,
+                kind: K::KIND,
                 unit: spec.unit,
                 help: spec.help,
                 labels: L::LABELS,
@@ -171,12 +204,12 @@ impl<L: LabelSet> Metric<L> {
                 observed: spec.observed,
                 tests: spec.tests,
             },
-            labels: PhantomData,
+            typed: PhantomData,
         }
     }
 }
 
-impl<L> std::ops::Deref for Metric<L> {
+impl<L, K> std::ops::Deref for Metric<L, K> {
     type Target = MetricDef;
     fn deref(&self) -> &MetricDef {
         &self.def
@@ -193,91 +226,51 @@ pub const TOKENS_PER_EVENT_BUCKETS: &[f64] = &[
     1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 24.0, 32.0, 64.0, 128.0,
 ];
 
-/// Every metric, in documentation order.
-pub const ALL: &[&MetricDef] = &[
-    &TTFT.def,
-    &TTFT_VISIBLE.def,
-    &TTFB.def,
-    &TIME_TO_FIRST_EVENT.def,
-    &TPOT.def,
-    &REQUEST_DURATION.def,
-    &TOKEN_USAGE.def,
-    &ITL.def,
-    &ITL_PER_TOKEN.def,
-    &TOKENS_PER_EVENT.def,
-    &REQUESTS.def,
-    &IN_FLIGHT.def,
-    &INPUT_TOKENS.def,
-    &OUTPUT_TOKENS.def,
-    &CACHED_TOKENS.def,
-    &REASONING_TOKENS.def,
-    &MEASUREMENT_ERRORS.def,
-    &LABEL_OVERFLOW.def,
-    &BUILD_INFO.def,
-    &BOUNDARY_OVERHEAD.def,
-    &RELAY_DELAY.def,
-    &RELAY_AFTER_FIRST.def,
-    &ADDED_JITTER.def,
-    &STREAM_BUFFERED.def,
-    &BUFFERED_SHARE.def,
-    &TOKEN_MISMATCH.def,
-    &GUARDRAIL_DURATION.def,
-    &GUARDRAIL_CALLS.def,
-    &GUARDRAIL_EXPOSED.def,
-    &CORRELATION.def,
-    &OTLP_EXPORTED.def,
-    &OTLP_DROPPED.def,
-    &W_REQUEST_RATE.def,
-    &W_OUTPUT_RATE.def,
-    &W_INPUT_RATE.def,
-    &W_GOODPUT_REQUESTS.def,
-    &W_GOODPUT_TOKENS.def,
-    &W_ATTAINMENT.def,
-    &W_CONCURRENCY.def,
-    &W_TOKENS_IN_FLIGHT.def,
-    &CAPACITY.def,
-    &KNEE.def,
-    &W_TTFT.def,
-    &W_TPOT.def,
-    &W_ITL.def,
-    &W_SAMPLES.def,
-    &W_STALLS.def,
-    &W_STALL_RATIO.def,
-    &W_FAKE_STREAMS.def,
-    &W_JAIN.def,
-    &W_MAX_MIN.def,
-    &W_TENANT_TTFT.def,
-    &W_CACHED_RATIO.def,
-    &W_CACHE_HIT_RATIO.def,
-    &W_CACHE_TTFT.def,
-    &W_CACHE_SAVED.def,
-    &W_CACHED_COST.def,
-    &W_PREFIX_REUSE.def,
-    &W_CONTEXT_TTFT.def,
-    &W_CONTEXT_PREFILL.def,
-    &W_TTFT_SLOPE.def,
-    &W_TTFT_SLOPE_R2.def,
-    &ENGINE_KV_USAGE.def,
-    &ENGINE_PREEMPTIONS.def,
-    &ENGINE_SCRAPES.def,
-    &WINDOW_SAMPLES_DROPPED.def,
-    &RECORD_LOG_LINES.def,
-    &RECORD_LOG_DROPPED.def,
-    &CONFIG_RELOADS.def,
-    &CONFIG_LAST_SUCCESS.def,
-    &CONFIG_RESTART_PENDING.def,
-    &REJECTED.def,
-    &STAMP_FALLBACKS.def,
-    &CONNECTIONS_OPEN.def,
-    &STALE_UPSTREAM.def,
-    &SHUTDOWN_CUT.def,
-    &TENANT_REQUESTS.def,
-    &TENANT_TTFT.def,
-    &SLO_REQUESTS.def,
-    &JOIN_EXPORTS.def,
-    &JOIN_SPANS.def,
-    &USAGE_INJECTION.def,
-];
+/// Defines metrics, each `pub const NAME: Metric<L, K> = ...;`, and the
+/// module's `ENTRIES`: every one of them, in order. The table's files are
+/// made of these blocks; exported so a test elsewhere can define one.
+#[macro_export]
+macro_rules! metrics {
+    ($( $(#[$m:meta])* pub const $name:ident : $ty:ty = $value:expr ; )*) => {
+        $( $(#[$m])* pub const $name: $ty = $value; )*
+
+        /// Every metric this module defines, in order (to its parent).
+        pub(super) const ENTRIES: &[&$crate::table::MetricDef] = &[$( &$name.def ),*];
+    };
+}
+pub use metrics;
+
+/// Declares the table's files and `ALL`: their entries, in this order.
+macro_rules! files {
+    ($($file:ident),* $(,)?) => {
+        $( mod $file; )*
+
+        const COUNT: usize = 0 $( + $file::ENTRIES.len() )*;
+
+        /// Every metric, in documentation order.
+        // The lints against indexing guard the measuring path; `ALL` is
+        // built at compile time, where an index out of bounds is a build
+        // error.
+        #[allow(clippy::indexing_slicing)]
+        pub const ALL: &[&MetricDef] = &{
+            let files: &[&[&MetricDef]] = &[$( $file::ENTRIES ),*];
+            let mut all: [&MetricDef; COUNT] = [&BUILD_INFO.def; COUNT];
+            let (mut n, mut f) = (0, 0);
+            while f < files.len() {
+                let mut i = 0;
+                while i < files[f].len() {
+                    all[n] = files[f][i];
+                    n += 1;
+                    i += 1;
+                }
+                f += 1;
+            }
+            all
+        };
+    };
+}
+
+files!(request, process, attribution, join, fleet, window);
 
 const BUCKETS_DOC: &str = "### Bucket layouts\n\n\
 Every duration histogram resolves the range it serves so that PromQL's \

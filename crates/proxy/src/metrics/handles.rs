@@ -10,7 +10,7 @@ use super::Metrics;
 use opentelemetry::KeyValue;
 use prometheus::{Histogram, IntCounter};
 use tokentap_core::labels::LabelSet;
-use tokentap_core::table::Metric;
+use tokentap_core::table::{kind, Metric};
 
 /// A histogram series in both exports, attributes built once.
 pub struct Hist {
@@ -19,7 +19,7 @@ pub struct Hist {
 }
 
 impl Hist {
-    pub fn new<L: LabelSet>(metrics: &Metrics, m: &Metric<L>, labels: &L) -> Hist {
+    pub fn new<L: LabelSet>(metrics: &Metrics, m: &Metric<L, kind::Histogram>, labels: &L) -> Hist {
         Hist {
             prom: metrics.prom.histogram(m, labels),
             otel: metrics.otel.as_ref().and_then(|o| match o.instrument(m) {
@@ -46,7 +46,7 @@ pub struct Count {
 }
 
 impl Count {
-    pub fn new<L: LabelSet>(metrics: &Metrics, m: &Metric<L>, labels: &L) -> Count {
+    pub fn new<L: LabelSet>(metrics: &Metrics, m: &Metric<L, kind::Counter>, labels: &L) -> Count {
         Count {
             prom: metrics.prom.counter(m, labels),
             otel: metrics.otel.as_ref().and_then(|o| match o.instrument(m) {

@@ -44,7 +44,7 @@ use tokentap_core::labels::{
 };
 use tokentap_core::limits::RejectReason;
 use tokentap_core::record::MeasureError;
-use tokentap_core::table::{self, Metric};
+use tokentap_core::table::{self, kind, Metric};
 
 /// All metric state of a process.
 pub struct Metrics {
@@ -129,7 +129,7 @@ impl Metrics {
     }
 
     /// One histogram observation in both exports.
-    pub fn observe<L: LabelSet>(&self, m: &Metric<L>, labels: &L, v: f64) {
+    pub fn observe<L: LabelSet>(&self, m: &Metric<L, kind::Histogram>, labels: &L, v: f64) {
         if let Some(h) = self.prom.histogram(m, labels) {
             h.observe(v);
         }
@@ -139,7 +139,7 @@ impl Metrics {
     }
 
     /// A counter increment in both exports.
-    pub fn add<L: LabelSet>(&self, m: &Metric<L>, labels: &L, n: u64) {
+    pub fn add<L: LabelSet>(&self, m: &Metric<L, kind::Counter>, labels: &L, n: u64) {
         if let Some(c) = self.prom.counter(m, labels) {
             c.inc_by(n);
         }
@@ -150,12 +150,12 @@ impl Metrics {
 
     /// Creates a counter's series at 0, so dashboards and `rate()` see it
     /// before its first event.
-    pub fn touch<L: LabelSet>(&self, m: &Metric<L>, labels: &L) {
+    pub fn touch<L: LabelSet>(&self, m: &Metric<L, kind::Counter>, labels: &L) {
         self.add(m, labels, 0);
     }
 
     /// Sets an integer gauge (Prometheus; these gauges are Prometheus-only).
-    pub fn set_int<L: LabelSet>(&self, m: &Metric<L>, labels: &L, v: i64) {
+    pub fn set_int<L: LabelSet>(&self, m: &Metric<L, kind::Gauge>, labels: &L, v: i64) {
         if let Some(g) = self.prom.gauge(m, labels) {
             g.set(v);
         }
@@ -164,35 +164,30 @@ impl Metrics {
     /// The in-flight gauge of a tap. Also creates the tap's series whose
     /// label values are all known in advance, at 0.
     pub fn in_flight(&self, tap: &TapLabels) -> InFlight {
-        let (t, b) = (&tap.tap, tap.boundary);
         for reason in MeasureError::ALL {
             let labels = Unmeasured {
-                tap: t.clone(),
-                boundary: b,
+                tap: tap.clone(),
                 reason,
             };
             self.touch(&table::MEASUREMENT_ERRORS, &labels);
         }
         for reason in RejectReason::ALL {
             let labels = Rejected {
-                tap: t.clone(),
-                boundary: b,
+                tap: tap.clone(),
                 reason,
             };
             self.touch(&table::REJECTED, &labels);
         }
         for reason in StampFallback::ALL {
             let labels = StampFallbacks {
-                tap: t.clone(),
-                boundary: b,
+                tap: tap.clone(),
                 reason,
             };
             self.touch(&table::STAMP_FALLBACKS, &labels);
         }
         for result in InjectResult::ALL {
             let labels = Injection {
-                tap: t.clone(),
-                boundary: b,
+                tap: tap.clone(),
                 result,
             };
             self.touch(&table::USAGE_INJECTION, &labels);
@@ -203,7 +198,7 @@ impl Metrics {
     }
 
     /// A per-tap up-down gauge in both exports.
-    pub fn tap_gauge(&self, m: &Metric<TapLabels>, tap: &TapLabels) -> InFlight {
+    pub fn tap_gauge(&self, m: &Metric<TapLabels, kind::Gauge>, tap: &TapLabels) -> InFlight {
         let prom = self.prom.gauge(m, tap);
         let otel = self.otel.as_ref().and_then(|o| match o.instrument(m) {
             Some(Instrument::UpDown(u)) => Some((u.clone(), o.attributes(tap))),

@@ -19,7 +19,7 @@ use opentelemetry::KeyValue;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokentap_core::labels::LabelSet;
-use tokentap_core::table::{self, Kind, Label, Metric, MetricDef};
+use tokentap_core::table::{self, kind, Kind, Label, Metric, MetricDef};
 
 #[derive(Clone)]
 pub enum Instrument {
@@ -117,13 +117,13 @@ impl OtelMetrics {
         self.instruments.get(def.name)
     }
 
-    pub fn observe<L: LabelSet>(&self, m: &Metric<L>, labels: &L, v: f64) {
+    pub fn observe<L: LabelSet>(&self, m: &Metric<L, kind::Histogram>, labels: &L, v: f64) {
         if let Some(Instrument::Histogram(h)) = self.instrument(m) {
             h.record(v, &self.attributes(labels));
         }
     }
 
-    pub fn add<L: LabelSet>(&self, m: &Metric<L>, labels: &L, n: u64) {
+    pub fn add<L: LabelSet>(&self, m: &Metric<L, kind::Counter>, labels: &L, n: u64) {
         if let Some(Instrument::Counter(c)) = self.instrument(m) {
             c.add(n, &self.attributes(labels));
         }

@@ -11,7 +11,7 @@ use prometheus::{
 };
 use std::collections::HashMap;
 use tokentap_core::labels::LabelSet;
-use tokentap_core::table::{self, Kind, Metric, MetricDef};
+use tokentap_core::table::{self, kind, Kind, Metric, MetricDef};
 
 #[derive(Clone)]
 enum Family {
@@ -85,7 +85,11 @@ impl PromMetrics {
     }
 
     /// The histogram series of `labels` (`None`: `m` is not a histogram).
-    pub fn histogram<L: LabelSet>(&self, m: &Metric<L>, labels: &L) -> Option<Histogram> {
+    pub fn histogram<L: LabelSet>(
+        &self,
+        m: &Metric<L, kind::Histogram>,
+        labels: &L,
+    ) -> Option<Histogram> {
         match self.family(m)? {
             Family::Histogram(h) => child(h, labels.values().as_ref()),
             _ => None,
@@ -93,7 +97,11 @@ impl PromMetrics {
     }
 
     /// The counter series of `labels` (created at 0 if new).
-    pub fn counter<L: LabelSet>(&self, m: &Metric<L>, labels: &L) -> Option<IntCounter> {
+    pub fn counter<L: LabelSet>(
+        &self,
+        m: &Metric<L, kind::Counter>,
+        labels: &L,
+    ) -> Option<IntCounter> {
         match self.family(m)? {
             Family::Counter(c) => child(c, labels.values().as_ref()),
             _ => None,
@@ -101,7 +109,7 @@ impl PromMetrics {
     }
 
     /// The integer gauge series of `labels`.
-    pub fn gauge<L: LabelSet>(&self, m: &Metric<L>, labels: &L) -> Option<IntGauge> {
+    pub fn gauge<L: LabelSet>(&self, m: &Metric<L, kind::Gauge>, labels: &L) -> Option<IntGauge> {
         match self.family(m)? {
             Family::Gauge(g) => child(g, labels.values().as_ref()),
             _ => None,
@@ -109,7 +117,11 @@ impl PromMetrics {
     }
 
     /// The window gauge series of `labels`.
-    pub fn float_gauge<L: LabelSet>(&self, m: &Metric<L>, labels: &L) -> Option<Gauge> {
+    pub fn float_gauge<L: LabelSet>(
+        &self,
+        m: &Metric<L, kind::WindowGauge>,
+        labels: &L,
+    ) -> Option<Gauge> {
         match self.family(m)? {
             Family::FloatGauge(g) => child(g, labels.values().as_ref()),
             _ => None,

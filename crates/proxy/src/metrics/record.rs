@@ -31,8 +31,7 @@ impl Metrics {
         }
         if let Some(reason) = r.measure_error {
             let labels = Unmeasured {
-                tap: tap.tap.clone(),
-                boundary: tap.boundary,
+                tap: tap.clone(),
                 reason,
             };
             self.add(&table::MEASUREMENT_ERRORS, &labels, 1);

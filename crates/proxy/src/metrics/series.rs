@@ -24,9 +24,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 use tokentap_core::decode::Operation;
-use tokentap_core::labels::{
-    OutputTokens, PerModel, PerModelStream, PerRequest, TapLabels, TokenType, TokenUsage,
-};
+use tokentap_core::labels::{PerModel, TapLabels, TokenType};
 use tokentap_core::record::{Outcome, RequestRecord, TokenSource};
 use tokentap_core::table;
 use tokentap_core::tap::Boundary;
@@ -91,7 +89,7 @@ impl ModelSeries {
     /// Whether these are the series of `tap`, `model` and `op`.
     pub fn is_for(&self, tap: &TapLabels, model: &str, op: Operation) -> bool {
         let l = &self.labels;
-        l.operation == op && l.boundary == tap.boundary && *l.model == *model && l.tap == tap.tap
+        l.operation == op && l.tap == *tap && *l.model == *model
     }
 
     /// One token-bearing event: its gap and its token count.
@@ -117,14 +115,7 @@ impl ModelSeries {
         let per_stream = self.requests.get(stream);
         if let Some(cell) = per_stream.and_then(|s| s.get(r.outcome as usize)) {
             let (requests, duration) = cell.get_or_init(|| {
-                let labels = PerRequest {
-                    tap: l.tap.clone(),
-                    boundary: l.boundary,
-                    model: l.model.clone(),
-                    operation: l.operation,
-                    stream: r.stream,
-                    outcome: r.outcome,
-                };
+                let labels = l.stream(r.stream).outcome(r.outcome);
                 (
                     Count::new(metrics, &table::REQUESTS, &labels),
                     Hist::new(metrics, &table::REQUEST_DURATION, &labels),
@@ -134,13 +125,7 @@ impl ModelSeries {
             duration.observe(r.e2e.as_secs_f64());
         }
         if let (Some(ttfb), Some(cell)) = (r.ttfb, self.ttfb.get(stream)) {
-            let labels = || PerModelStream {
-                tap: l.tap.clone(),
-                boundary: l.boundary,
-                model: l.model.clone(),
-                operation: l.operation,
-                stream: r.stream,
-            };
+            let labels = || l.stream(r.stream);
             cell.get_or_init(|| Hist::new(metrics, &table::TTFB, &labels()))
                 .observe(ttfb.as_secs_f64());
         }
@@ -170,13 +155,7 @@ impl ModelSeries {
         if let (Some(n), Some(source)) = (r.output_tokens, r.output_source) {
             self.usage(metrics, TokenType::Output, n);
             if let Some(cell) = self.output_tokens.get(source as usize) {
-                let labels = || OutputTokens {
-                    tap: l.tap.clone(),
-                    boundary: l.boundary,
-                    model: l.model.clone(),
-                    operation: l.operation,
-                    source,
-                };
+                let labels = || l.source(source);
                 cell.get_or_init(|| Count::new(metrics, &table::OUTPUT_TOKENS, &labels()))
                     .add(n);
             }
@@ -200,13 +179,7 @@ impl ModelSeries {
             return;
         };
         let l = &self.labels;
-        let labels = || TokenUsage {
-            tap: l.tap.clone(),
-            boundary: l.boundary,
-            model: l.model.clone(),
-            operation: l.operation,
-            token_type,
-        };
+        let labels = || l.tokens(token_type);
         cell.get_or_init(|| Hist::new(metrics, &table::TOKEN_USAGE, &labels()))
             .observe(n as f64);
     }

@@ -63,8 +63,7 @@ impl TapSink {
     /// Counts a receive stamp not used (`proxy::arrival`).
     pub fn stamp_fallback(&self, reason: tokentap_core::labels::StampFallback) {
         let labels = tokentap_core::labels::StampFallbacks {
-            tap: self.tap.tap.clone(),
-            boundary: self.tap.boundary,
+            tap: self.tap.clone(),
             reason,
         };
         self.metrics

@@ -14,7 +14,7 @@ use tokentap_core::analysis::live::WindowSink;
 use tokentap_core::analysis::span_report::TapReport;
 use tokentap_core::analysis::stats::Summary;
 use tokentap_core::labels::*;
-use tokentap_core::table::{self, Metric, MetricDef};
+use tokentap_core::table::{self, Metric, MetricDef, WindowGauge};
 use tokentap_core::tap::Boundary;
 
 /// One series as it was set: its family and label values (from a typed
@@ -63,7 +63,7 @@ struct Out {
 }
 
 impl Out {
-    fn put<L: LabelSet>(&mut self, m: &'static Metric<L>, labels: L, v: Option<f64>) {
+    fn put<L: LabelSet>(&mut self, m: &'static Metric<L, WindowGauge>, labels: L, v: Option<f64>) {
         if let Some(v) = v.filter(|v| v.is_finite()) {
             let values = labels.values();
             let values = values.as_ref().iter().map(|s| s.to_string()).collect();
@@ -79,16 +79,15 @@ struct TapOut<'a> {
 }
 
 impl TapOut<'_> {
-    fn put(&mut self, m: &'static Metric<TapLabels>, v: Option<f64>) {
+    fn put(&mut self, m: &'static Metric<TapLabels, WindowGauge>, v: Option<f64>) {
         self.out.put(m, self.tap.clone(), v);
     }
 
     /// Percentiles of a summary in ms, as seconds, each when available.
-    fn percentiles(&mut self, m: &'static Metric<TapPercentile>, s: &Summary) {
+    fn percentiles(&mut self, m: &'static Metric<TapPercentile, WindowGauge>, s: &Summary) {
         for percentile in Percentile::ALL {
             let labels = TapPercentile {
-                tap: self.tap.tap.clone(),
-                boundary: self.tap.boundary,
+                tap: self.tap.clone(),
                 percentile,
             };
             self.out
@@ -98,8 +97,7 @@ impl TapOut<'_> {
 
     fn stat(&mut self, stat: Stat, v: f64) {
         let labels = TapStat {
-            tap: self.tap.tap.clone(),
-            boundary: self.tap.boundary,
+            tap: self.tap.clone(),
             stat,
         };
         self.out.put(&table::W_CONCURRENCY, labels, Some(v));
@@ -107,8 +105,7 @@ impl TapOut<'_> {
 
     fn samples(&mut self, figure: Figure, n: usize) {
         let labels = TapFigure {
-            tap: self.tap.tap.clone(),
-            boundary: self.tap.boundary,
+            tap: self.tap.clone(),
             figure,
         };
         self.out.put(&table::W_SAMPLES, labels, Some(n as f64));
@@ -116,8 +113,7 @@ impl TapOut<'_> {
 
     fn input(&mut self, kind: InputKind, v: f64) {
         let labels = TapInput {
-            tap: self.tap.tap.clone(),
-            boundary: self.tap.boundary,
+            tap: self.tap.clone(),
             kind,
         };
         self.out.put(&table::W_INPUT_RATE, labels, Some(v));
@@ -125,18 +121,21 @@ impl TapOut<'_> {
 
     fn cache(&mut self, cache: CacheResult, ms: Option<f64>) {
         let labels = TapCache {
-            tap: self.tap.tap.clone(),
-            boundary: self.tap.boundary,
+            tap: self.tap.clone(),
             cache,
         };
         self.out
             .put(&table::W_CACHE_TTFT, labels, ms.map(|ms| ms / 1e3));
     }
 
-    fn bucket(&mut self, m: &'static Metric<TapBucket>, bucket: ContextBucket, v: Option<f64>) {
+    fn bucket(
+        &mut self,
+        m: &'static Metric<TapBucket, WindowGauge>,
+        bucket: ContextBucket,
+        v: Option<f64>,
+    ) {
         let labels = TapBucket {
-            tap: self.tap.tap.clone(),
-            boundary: self.tap.boundary,
+            tap: self.tap.clone(),
             bucket,
         };
         self.out.put(m, labels, v);
@@ -205,8 +204,7 @@ impl WindowSink for WindowGauges {
             o.put(&table::W_MAX_MIN, f.max_min_ttft_ratio);
             for t in &f.tenants {
                 let labels = TapTenant {
-                    tap: tap.tap.clone(),
-                    boundary,
+                    tap: tap.clone(),
                     tenant: t.tenant.as_str().into(),
                 };
                 o.out.put(
@@ -228,8 +226,7 @@ impl WindowSink for WindowGauges {
             o.put(&table::W_CACHED_COST, c.cached_token_cost_ratio);
             for (p, prefix) in c.prefix_reuse.iter().zip(PrefixSize::ALL) {
                 let labels = TapPrefix {
-                    tap: tap.tap.clone(),
-                    boundary,
+                    tap: tap.clone(),
                     prefix,
                 };
                 o.out.put(&table::W_PREFIX_REUSE, labels, p.reuse_ratio);

@@ -170,7 +170,7 @@ fn resource(cfg: &OtlpConfig) -> Resource {
 
 fn counter(
     prom: &PromMetrics,
-    m: &table::Metric<OtlpSignal>,
+    m: &table::Metric<OtlpSignal, table::kind::Counter>,
     signal: Signal,
 ) -> Option<IntCounter> {
     prom.counter(m, &OtlpSignal { signal })

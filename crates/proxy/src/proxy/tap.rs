@@ -159,8 +159,7 @@ impl Tap {
     /// Counts what usage injection did with a request.
     pub fn injection(&self, result: InjectResult) {
         let labels = Injection {
-            tap: self.labels.tap.clone(),
-            boundary: self.labels.boundary,
+            tap: self.labels.clone(),
             result,
         };
         self.metrics
@@ -200,8 +199,7 @@ impl Tap {
     /// Counts a refused request or connection.
     pub fn rejected(&self, reason: RejectReason) {
         let labels = Rejected {
-            tap: self.labels.tap.clone(),
-            boundary: self.labels.boundary,
+            tap: self.labels.clone(),
             reason,
         };
         self.metrics

@@ -54,8 +54,7 @@ impl FleetSeries {
                 .into_iter()
                 .map(|result| {
                     let labels = SloJudged {
-                        tap: tap.tap.clone(),
-                        boundary: tap.boundary,
+                        tap: tap.clone(),
                         result,
                     };
                     let c = Count::new(&metrics, &table::SLO_REQUESTS, &labels);
@@ -128,8 +127,7 @@ impl FleetSeries {
 
     fn tenant_labels(&self, tenant: &Arc<str>) -> TenantRequests {
         TenantRequests {
-            tap: self.tap.tap.clone(),
-            boundary: self.tap.boundary,
+            tap: self.tap.clone(),
             tenant: tenant.clone(),
         }
     }
