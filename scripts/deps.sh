@@ -8,6 +8,7 @@
 #   haproxy    the coalescing middlebox of the benchmark's accuracy-cell test
 #   docker-compose  validates docker-compose.yml (`config -q` needs no engine)
 #   strace     counts a tap's system calls per streamed event (it::syscalls)
+#   faketime   libfaketime: a tap whose wall clock steps mid-stream (it::clock)
 #   chromium   headless check that the HTML report opens without console errors
 #   llvm-N     llvm-profdata of rustc's own LLVM major N, for the profile-guided
 #              shipped build (scripts/pgo.sh, `make build`)
@@ -27,6 +28,7 @@ command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || apt_packages+=(ngi
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || apt_packages+=(haproxy)
 command -v docker-compose >/dev/null 2>&1 || apt_packages+=(docker-compose)
 command -v strace >/dev/null 2>&1 || apt_packages+=(strace)
+command -v faketime >/dev/null 2>&1 || apt_packages+=(faketime)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || apt_packages+=(chromium)
 if [ "${#apt_packages[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
@@ -42,7 +44,7 @@ if [ "${#apt_packages[@]}" -gt 0 ]; then
       fi
     done
   else
-    echo "deps: please install: ${apt_packages[*]} (cmake for the build; patch for make lint; promtool from Prometheus, nginx, haproxy, docker-compose, strace and chromium for the tests)" >&2
+    echo "deps: please install: ${apt_packages[*]} (cmake for the build; patch for make lint; promtool from Prometheus, nginx, haproxy, docker-compose, strace, faketime and chromium for the tests)" >&2
     exit 1
   fi
 fi

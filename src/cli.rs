@@ -94,7 +94,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Join { config, check } => {
-            let cfg = tokentap_proxy::join::config::JoinConfig::load(&config)
+            let cfg = tokentap_join::config::JoinConfig::load(&config)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
             if check {
                 println!(
@@ -107,7 +107,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
                 );
                 return Ok(());
             }
-            tokentap_proxy::join::run(&cfg)?;
+            tokentap_join::run(&cfg)?;
             Ok(())
         }
         Command::Validate { config } => {
@@ -161,10 +161,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
             url,
             timeout_seconds,
         } => {
-            let status = tokentap_proxy::admin::probe(
-                &url,
-                std::time::Duration::from_secs(timeout_seconds),
-            )?;
+            let status =
+                tokentap_host::admin::probe(&url, std::time::Duration::from_secs(timeout_seconds))?;
             println!("{url}: {status}");
             if (200..300).contains(&status) {
                 Ok(())

@@ -8,9 +8,9 @@ use crate::support::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokentap_core::correlate::{JoinKind, Phase, Resolution};
+use tokentap_join::config::JoinConfig;
+use tokentap_join::Joiner;
 use tokentap_net::client;
-use tokentap_proxy::join::config::JoinConfig;
-use tokentap_proxy::join::Joiner;
 
 /// A joiner on free loopback ports, with a collector of its conclusions
 /// (settling 1.5 s: longer than a tap's span batches take, 0.5 s);
@@ -216,7 +216,7 @@ async fn a_joiner_fed_the_taps_spans_attributes_as_the_process_does() {
         ms(own_p50),
         ms(guard_p50)
     );
-    let scrape = String::from_utf8(j.metrics.prom.encode()).unwrap();
+    let scrape = String::from_utf8(j.registry.encode()).unwrap();
     for needle in [
         format!("tokentap_boundary_overhead_seconds_count{{inner=\"engine\",outer=\"gw\",phase=\"ttft\"}} {}", n + warm),
         format!("tokentap_guardrail_exposed_seconds_count{{phase=\"input\",tap=\"gw\"}} {}", n + warm),
@@ -320,7 +320,7 @@ async fn malformed_oversized_and_foreign_exports_are_refused_and_counted() {
         .await
         .unwrap();
     assert_eq!(get.status, 405);
-    let scrape = String::from_utf8(j.metrics.prom.encode()).unwrap();
+    let scrape = String::from_utf8(j.registry.encode()).unwrap();
     for needle in [
         "tokentap_join_exports_total{result=\"malformed\"} 3",
         "tokentap_join_exports_total{result=\"too_large\"} 1",

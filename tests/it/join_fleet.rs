@@ -468,9 +468,9 @@ async fn taps_on_five_machines_are_attributed_by_joiners_as_in_one_process() {
         assert_eq!(a.exposure, b.exposure, "{id}");
     }
     // 4. Two joiners, traces split between them, give one joiner's totals.
-    let totals = |js: &[&tokentap_proxy::join::Joiner], name: &str| {
+    let totals = |js: &[&tokentap_join::Joiner], name: &str| {
         js.iter()
-            .map(|j| prom_totals(&String::from_utf8(j.metrics.prom.encode()).unwrap(), name))
+            .map(|j| prom_totals(&String::from_utf8(j.registry.encode()).unwrap(), name))
             .fold((0.0, 0.0), |acc, (c, s, _)| (acc.0 + c, acc.1 + s))
     };
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -498,7 +498,7 @@ async fn taps_on_five_machines_are_attributed_by_joiners_as_in_one_process() {
         .await
         .unwrap();
     let scrape = String::from_utf8_lossy(&scrape.body).into_owned();
-    let raw_scrape = String::from_utf8(raw.metrics.prom.encode()).unwrap();
+    let raw_scrape = String::from_utf8(raw.registry.encode()).unwrap();
     for family in [
         "tokentap_boundary_overhead_seconds",
         "tokentap_guardrail_duration_seconds",

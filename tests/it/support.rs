@@ -259,7 +259,7 @@ impl Tap {
                         events,
                     }
                 }
-                Err(server::StartError::Listen { .. }) => continue, // a port got taken meanwhile
+                Err(server::StartError::Host(tokentap_host::HostError::Listen { .. })) => continue, // a port got taken meanwhile
                 Err(e) => panic!("{e}"),
             }
         }

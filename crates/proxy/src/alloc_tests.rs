@@ -4,12 +4,12 @@
 //! into series that exist. Measured with a counting global allocator (this
 //! test binary only).
 
-use crate::metrics::otel::discarding;
 use crate::metrics::{Metrics, TapLabels, TapSink};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tokentap_core::decode::sse::SseLimits;
 use tokentap_core::record::{Meter, MeterLimits, TransportEnd};
+use tokentap_telemetry::registry::otel::discarding;
 
 pub(crate) const LIMITS: MeterLimits = MeterLimits {
     request_body_bytes: 1 << 20,

@@ -17,22 +17,22 @@
 //! (`server::spawn`, the in-process server of the demo and the tests, keeps
 //! pingora's stop: it must not end the process.)
 
-use crate::admin::Readiness;
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::otlp::Otlp;
 use crate::proxy::Tap;
 use crate::recordlog::LogFlusher;
 use crate::reload::{self, Reloader};
 use crate::server::{build_with_grace, wait_listening, Built, StartError};
 use crate::sinks::Hooks;
 use async_trait::async_trait;
-use pingora::server::{RunArgs, ShutdownSignal, ShutdownSignalWatch};
+use pingora::server::{ShutdownSignal, ShutdownSignalWatch};
 use std::path::Path;
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokentap_core::table;
+use tokentap_host::admin::Readiness;
+use tokentap_telemetry::otlp::Otlp;
 
 /// How often the drain looks at the in-flight counts.
 const POLL: Duration = Duration::from_millis(10);
@@ -56,7 +56,7 @@ pub fn run(config: &Config, hooks: Hooks, source: Option<&Path>) -> Result<(), S
         "descriptor headroom"
     );
     let Built {
-        server,
+        host,
         metrics,
         ready,
         otlp,
@@ -71,7 +71,7 @@ pub fn run(config: &Config, hooks: Hooks, source: Option<&Path>) -> Result<(), S
             taps.clone(),
             metrics.clone(),
         ));
-        reload::spawn_triggers(reloader, config.watch_config).map_err(StartError::Thread)?;
+        reload::spawn_triggers(reloader, config.watch_config).map_err(StartError::thread)?;
     }
     let cfg = config.clone();
     let ready_set = ready.clone();
@@ -85,7 +85,7 @@ pub fn run(config: &Config, hooks: Hooks, source: Option<&Path>) -> Result<(), S
                 tracing::error!("listeners did not come up within 30 s");
             }
         })
-        .map_err(StartError::Thread)?;
+        .map_err(StartError::thread)?;
     let flush = Arc::new(Flush {
         otlp: Mutex::new(otlp),
         logs: record_logs,
@@ -102,15 +102,13 @@ pub fn run(config: &Config, hooks: Hooks, source: Option<&Path>) -> Result<(), S
     std::thread::Builder::new()
         .name("tokentap-drain".into())
         .spawn(move || drain.run(term_rx))
-        .map_err(StartError::Thread)?;
+        .map_err(StartError::thread)?;
     let _analyses = analyses;
-    server.run(RunArgs {
-        shutdown_signal: Box::new(SignalWatch {
-            ready,
-            notice: config.drain_notice,
-            term: term_tx,
-        }),
-    });
+    host.run(Box::new(SignalWatch {
+        ready,
+        notice: config.drain_notice,
+        term: term_tx,
+    }));
     // pingora stopped: SIGINT (or its backstop grace ended).
     flush.run();
     Ok(())

@@ -1,6 +1,6 @@
-//! Builds and runs the pingora `Server` for a validated `Config`: one proxy
-//! service per tap (own runtime, own listener, own upstream pool) and one
-//! admin service.
+//! Builds and runs the server for a validated `Config` on the shared host
+//! (`tokentap_host::Host`): one proxy listener per tap (own runtime, own
+//! upstream pool, the tap's own limits) and the admin listener.
 //!
 //! Two ways to run it: `run` blocks the calling thread and obeys Unix
 //! signals (SIGINT fast; SIGTERM graceful: `/readyz` 503 at once, listeners
@@ -11,48 +11,38 @@
 //! listen address can be bound, so a taken port is a clear error naming the
 //! key instead of a panic inside pingora.
 
-use crate::admin::{AdminApp, Readiness};
 use crate::config::Config;
 pub use crate::foreground::run;
-use crate::limits::app::GuardedApp;
+use crate::limits::app::TapAdmission;
 use crate::live_analyses::Analyses;
 use crate::metrics::Metrics;
-use crate::otlp::Otlp;
 use crate::proxy::{Tap, TapAnalysis, TapParts, TapProxy};
 use crate::recordlog::{LogFlusher, RecordLog};
 use crate::reload::{self, Reloader};
 use crate::sinks::{self, AnalysisSink, CorrelatorSink, FleetSeries, Hooks, TapSinks};
-use async_trait::async_trait;
 use pingora::apps::HttpServerOptions;
 use pingora::protocols::http::v2::server::H2Options;
 use pingora::proxy::HttpProxy;
 use pingora::server::configuration::ServerConf;
-use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
-use pingora::services::listening::Service;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
-use tokio::sync::watch;
+use std::time::Duration;
+use tokentap_core::labels::ListenerName;
+use tokentap_host::admin::{AdminApp, Readiness};
+use tokentap_host::{Guarded, Host, HostError, Listener};
+use tokentap_telemetry::listeners::ListenerAdmission;
+use tokentap_telemetry::otlp::Otlp;
 
 /// A startup problem.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("{key}: cannot listen on {addr}: {source}")]
-    Listen {
-        key: String,
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Host(#[from] HostError),
     #[error("metrics registry: {0}")]
     Metrics(#[from] prometheus::Error),
-    #[error("listeners did not come up within {0:?}")]
-    NotReady(Duration),
-    #[error("cannot start the server thread: {0}")]
-    Thread(std::io::Error),
     #[error("{0}")]
-    Otlp(#[from] crate::otlp::OtlpError),
+    Otlp(#[from] tokentap_telemetry::otlp::OtlpError),
     #[error("{0}")]
     Config(String),
     #[error("{key}: cannot open {path}: {source}")]
@@ -63,21 +53,35 @@ pub enum StartError {
     },
 }
 
+impl StartError {
+    pub(crate) fn thread(e: std::io::Error) -> StartError {
+        StartError::Host(HostError::Thread(e))
+    }
+}
+
+/// Every listener of `config`, with the key each comes from.
+fn listeners(config: &Config) -> Vec<Listener> {
+    let mut all = vec![Listener::tcp("admin.listen", config.admin_listen)];
+    for (i, t) in config.taps.iter().enumerate() {
+        all.push(Listener {
+            threads: config.threads,
+            ..Listener::tcp(format!("taps[{i}].listen"), t.listen)
+        });
+    }
+    all
+}
+
 /// Checks that every listen address can be bound right now.
 pub fn check_listeners(config: &Config) -> Result<(), StartError> {
-    let mut all = vec![("admin.listen".to_string(), config.admin_listen)];
-    for (i, t) in config.taps.iter().enumerate() {
-        all.push((format!("taps[{i}].listen"), t.listen));
-    }
-    for (key, addr) in all {
-        TcpListener::bind(addr).map_err(|source| StartError::Listen { key, addr, source })?;
+    for l in listeners(config) {
+        tokentap_host::serve::reserve(&l.key, l.addr)?;
     }
     Ok(())
 }
 
-/// The pingora server and what is shared with it.
+/// The server with its listeners, and what is shared with it.
 pub struct Built {
-    pub server: Server,
+    pub host: Host,
     pub metrics: Arc<Metrics>,
     pub ready: Readiness,
     /// Flushed after the server stopped (bounded).
@@ -138,8 +142,13 @@ pub(crate) fn build_with_grace(
     let correlator = match config.correlation {
         None => None,
         Some(cfg) => Some(
-            crate::correlation::start(cfg, Default::default(), &metrics, &hooks.attributions)
-                .map_err(StartError::Thread)?,
+            tokentap_telemetry::correlation::start(
+                cfg,
+                Default::default(),
+                &metrics.registry,
+                &hooks.attributions,
+            )
+            .map_err(StartError::thread)?,
         ),
     };
     let conf = ServerConf {
@@ -166,14 +175,13 @@ pub(crate) fn build_with_grace(
         fast_timeout_to_tokio_threshold_seconds: Some(0),
         ..Default::default()
     };
-    let analyses = Analyses::start(config, &metrics).map_err(StartError::Thread)?;
+    let analyses = Analyses::start(config, &metrics).map_err(StartError::thread)?;
     let live = analyses.as_ref().map(|a| a.live.clone());
     // Nothing here reads pingora's per-stream read and write pending times,
     // and keeping them costs two clock reads for every read that waits:
     // every paced event (vendor/README.md, pingora-core 0009).
     pingora::protocols::l4::stream::set_pending_time_tracking(false);
-    let mut server = Server::new_with_opt_and_conf(None, conf);
-    server.bootstrap();
+    let mut host = Host::new(conf);
     let mut taps = Vec::with_capacity(config.taps.len());
     let mut record_logs = Vec::new();
     for (i, tap_cfg) in config.taps.iter().enumerate() {
@@ -233,27 +241,28 @@ pub(crate) fn build_with_grace(
         };
         let tap = Arc::new(Tap::new(tap_cfg.clone(), parts));
         taps.push(tap.clone());
-        let mut svc = Service::new(
-            format!("tap {}", tap_cfg.name),
-            GuardedApp::new(tap_proxy(&server.configuration, tap.clone()), tap),
-        );
-        svc.threads = Some(config.threads);
-        svc.add_tcp(&tap_cfg.listen.to_string());
-        server.add_service(svc);
+        let proxy = tap_proxy(host.configuration(), tap.clone());
+        let listener = Listener {
+            threads: config.threads,
+            ..Listener::tcp(format!("taps[{i}].listen"), tap_cfg.listen)
+        };
+        host.listen(
+            &format!("tap {}", tap_cfg.name),
+            &listener,
+            Guarded::new(proxy, TapAdmission::new(tap)),
+        )?;
     }
-    let mut admin = Service::new(
-        "admin".to_string(),
-        pingora::apps::http_app::HttpServer::new_app(AdminApp::new(
-            metrics.clone(),
-            ready.clone(),
-            live,
-        )),
-    );
-    admin.threads = Some(1);
-    admin.add_tcp(&config.admin_listen.to_string());
-    server.add_service(admin);
+    host.admin(
+        &Listener::tcp("admin.listen", config.admin_listen),
+        AdminApp::new(metrics.prom.registry.clone(), ready.clone(), live),
+        ListenerAdmission::new(
+            ListenerName::Admin,
+            config.admin_limits,
+            metrics.registry.clone(),
+        ),
+    )?;
     Ok(Built {
-        server,
+        host,
         metrics,
         ready,
         otlp,
@@ -265,40 +274,15 @@ pub(crate) fn build_with_grace(
 
 /// Waits until every listener of `config` accepts connections.
 pub(crate) fn wait_listening(config: &Config, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    let addrs: Vec<SocketAddr> = std::iter::once(config.admin_listen)
-        .chain(config.taps.iter().map(|t| t.listen))
-        .collect();
-    for addr in addrs {
-        loop {
-            let probe = match addr {
-                // A wildcard listener is reachable on loopback.
-                SocketAddr::V4(a) if a.ip().is_unspecified() => {
-                    SocketAddr::from(([127, 0, 0, 1], a.port()))
-                }
-                SocketAddr::V6(a) if a.ip().is_unspecified() => {
-                    SocketAddr::from(([0u16, 0, 0, 0, 0, 0, 0, 1], a.port()))
-                }
-                a => a,
-            };
-            if TcpStream::connect_timeout(&probe, Duration::from_millis(200)).is_ok() {
-                break;
-            }
-            if Instant::now() > deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-    true
+    let addrs: Vec<SocketAddr> = listeners(config).iter().map(|l| l.addr).collect();
+    tokentap_host::wait_listening(&addrs, limit)
 }
 
 /// A server running on a background thread.
 pub struct Running {
     pub metrics: Arc<Metrics>,
     pub ready: Readiness,
-    stop: watch::Sender<Option<StopKind>>,
-    thread: Option<JoinHandle<()>>,
+    host: Option<tokentap_host::Running>,
     otlp: Option<Otlp>,
     /// Whether the OTLP flush at stop finished within its bound.
     pub otlp_flushed: Option<bool>,
@@ -309,34 +293,11 @@ pub struct Running {
     pub taps: Vec<Arc<Tap>>,
 }
 
-#[derive(Debug, Clone, Copy)]
-enum StopKind {
-    Fast,
-    Graceful,
-}
-
-struct StopWatch(watch::Receiver<Option<StopKind>>);
-
-#[async_trait]
-impl ShutdownSignalWatch for StopWatch {
-    async fn recv(&self) -> ShutdownSignal {
-        let mut rx = self.0.clone();
-        let kind = match rx.wait_for(Option::is_some).await {
-            Ok(v) => *v,
-            Err(_) => Some(StopKind::Fast),
-        };
-        match kind {
-            Some(StopKind::Graceful) => ShutdownSignal::GracefulTerminate,
-            _ => ShutdownSignal::FastShutdown,
-        }
-    }
-}
-
 /// Starts the server on a background thread; returns once every listener
 /// accepts connections.
 pub fn spawn(config: &Config, hooks: Hooks) -> Result<Running, StartError> {
     let Built {
-        server,
+        host,
         metrics,
         ready,
         otlp,
@@ -344,33 +305,18 @@ pub fn spawn(config: &Config, hooks: Hooks) -> Result<Running, StartError> {
         taps,
         record_logs: _,
     } = build(config, hooks)?;
-    let (stop, rx) = watch::channel(None);
-    let thread = std::thread::Builder::new()
-        .name("tokentap-server".into())
-        .spawn(move || {
-            server.run(RunArgs {
-                shutdown_signal: Box::new(StopWatch(rx)),
-            })
-        })
-        .map_err(StartError::Thread)?;
-    let limit = Duration::from_secs(10);
-    let mut running = Running {
+    let running = host.spawn("tokentap-server", Duration::from_secs(10))?;
+    ready.set(true);
+    Ok(Running {
         metrics,
         ready,
-        stop,
-        thread: Some(thread),
+        host: Some(running),
         otlp,
         otlp_flushed: None,
         analyses,
         reloader: None,
         taps,
-    };
-    if !wait_listening(config, limit) {
-        running.stop();
-        return Err(StartError::NotReady(limit));
-    }
-    running.ready.set(true);
-    Ok(running)
+    })
 }
 
 /// `spawn` for a config file that `Running::reload` re-reads.
@@ -394,19 +340,22 @@ impl Running {
 
     /// Fast shutdown (like SIGINT); returns when the server thread ended.
     pub fn stop(&mut self) {
-        self.finish(StopKind::Fast);
+        self.finish(false);
     }
 
     /// Graceful shutdown (like SIGTERM).
     pub fn stop_graceful(&mut self) {
-        self.finish(StopKind::Graceful);
+        self.finish(true);
     }
 
-    fn finish(&mut self, kind: StopKind) {
+    fn finish(&mut self, graceful: bool) {
         self.ready.set(false);
-        let _ = self.stop.send(Some(kind));
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        if let Some(mut h) = self.host.take() {
+            if graceful {
+                h.stop_graceful();
+            } else {
+                h.stop();
+            }
         }
         if let Some(o) = self.otlp.take() {
             self.otlp_flushed = Some(o.shutdown());

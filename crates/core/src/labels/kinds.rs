@@ -58,10 +58,10 @@ kinds! {
     Reason: crate::record::MeasureError = enum;
     Label: crate::labels::LabelName = enum;
     Version: &'static str = "tokentap's version";
-    Outer: std::sync::Arc<str> = "tap names (the outer and the inner tap of a joined pair): from the config, or at `tokentap join` from the spans: the first `labels.max_taps` distinct names (default 64, at most 128 bytes, printable), then `other`; the first `labels.max_pairs` distinct pairs (default 256), then `other`/`other`";
+    Outer: std::sync::Arc<str> = "tap names (the outer and the inner tap of a joined pair): from the config, or at `tokentap join` from the spans: the first `labels.max_taps` distinct names (default 64, at most 128 bytes, printable), then `other`; the first `labels.max_pairs` distinct pairs (default 64), then `other`/`other`";
     Inner: std::sync::Arc<str> = "tap names (the outer and the inner tap of a joined pair): as `outer`";
     Phase: crate::labels::OverheadPhase = enum, " (boundary overhead)";
-    Hop: std::sync::Arc<str> = "hop names of guardrail taps: from the config, or at `tokentap join` from the spans: the first `labels.max_hops` distinct names (default 64, at most 128 bytes, printable), then `other`";
+    Hop: std::sync::Arc<str> = "hop names of guardrail taps: from the config, or at `tokentap join` from the spans: the first `labels.max_hops` distinct names (default 32, at most 128 bytes, printable), then `other`";
     GuardPhase: crate::correlate::Phase = enum, " (guardrail metrics)";
     Verdict: crate::record::Verdict = enum;
     Result: crate::correlate::Joined = enum;
@@ -79,6 +79,7 @@ kinds! {
     ReloadResult: crate::labels::ReloadResult = enum, " (config reloads)";
     RejectReason: crate::limits::RejectReason = enum, " (refusals)";
     StampReason: crate::labels::StampFallback = enum, " (receive stamps not used)";
+    Listener: crate::labels::ListenerName = enum;
     InjectResult: crate::inject::InjectResult = enum, " (usage injection)";
     JoinExportResult: crate::labels::JoinExportResult = enum, " (`tokentap join`: OTLP exports)";
     JoinSpanResult: crate::labels::JoinSpanResult = enum, " (`tokentap join`: spans)";

@@ -229,3 +229,13 @@ impl PerModelStream {
         }
     }
 }
+
+label_set! {
+    /// A listener that is not a tap.
+    pub struct ListenerLabels { listener: Listener }
+}
+
+label_set! {
+    /// A listener's refusals, by reason.
+    pub struct ListenerRefusals { ..listener: ListenerLabels, reason: RejectReason }
+}

@@ -186,3 +186,13 @@ label_enum! {
         TooOld = "too_old",
     }
 }
+
+label_enum! {
+    /// A listener that is not a tap: the admin endpoints and the joiner's
+    /// receivers.
+    pub enum ListenerName {
+        Admin = "admin",
+        OtlpHttp = "otlp_http",
+        OtlpGrpc = "otlp_grpc",
+    }
+}

@@ -75,6 +75,11 @@ crate::labels::label_enum! {
         UriTooLong = "uri_too_long",
         TooManyConnections = "too_many_connections",
         TooManyStreams = "too_many_streams",
+        /// A request body not complete within its deadline (the joiner's
+        /// OTLP/HTTP receiver).
+        BodyTimeout = "body_timeout",
+        /// No or the wrong bearer token (the joiner's receivers).
+        Unauthorized = "unauthorized",
     }
 }
 
@@ -87,8 +92,35 @@ impl RejectReason {
             RejectReason::HeaderTooLarge | RejectReason::TooManyHeaders => 431,
             RejectReason::UriTooLong => 414,
             RejectReason::TooManyConnections | RejectReason::TooManyStreams => 503,
+            RejectReason::BodyTimeout => 408,
+            RejectReason::Unauthorized => 401,
         }
     }
+}
+
+/// What every listener's connections are held to: a tap's, the admin
+/// listener's, the joiner's receivers'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenerLimits {
+    /// Open connections at most; over it a connection is refused.
+    pub max_connections: usize,
+    /// A request head must be complete this long after its first byte (the
+    /// first request of a connection: after the accept).
+    pub header_timeout: Duration,
+    /// How a connection over the cap is refused.
+    pub reject: Reject,
+}
+
+/// A listener's side of its limits, read and reported by whoever hosts it
+/// (`tokentap_host::Guarded`): the limits at each accept (a tap's may be
+/// reloaded), and what was refused and how many connections are open,
+/// counted wherever the listener counts them.
+pub trait Admission: Send + Sync + 'static {
+    fn limits(&self) -> ListenerLimits;
+    /// A connection or request refused.
+    fn refused(&self, why: RejectReason);
+    /// Open connections went up or down by `delta`.
+    fn connections(&self, delta: i64);
 }
 
 /// What the size limits look at in a parsed request head, counted as on

@@ -45,6 +45,8 @@ pub enum Label {
     /// Why a receive stamp was not used (the same label name as `Reason`,
     /// other values).
     StampReason,
+    /// A listener that is not a tap.
+    Listener,
     /// What usage injection did with a request (the same label name as
     /// `Result`, other values).
     InjectResult,
@@ -71,6 +73,7 @@ impl Label {
             Label::TokenType => "gen_ai.token.type",
             Label::Source => "tokentap.token.source",
             Label::Reason | Label::RejectReason | Label::StampReason => "tokentap.reason",
+            Label::Listener => "tokentap.listener",
             Label::Label => "tokentap.label",
             Label::Version => "tokentap.version",
             Label::Outer => "tokentap.outer",
@@ -109,6 +112,7 @@ impl Label {
             Label::TokenType => "token_type",
             Label::Source => "source",
             Label::Reason | Label::RejectReason | Label::StampReason => "reason",
+            Label::Listener => "listener",
             Label::Label => "label",
             Label::Version => "version",
             Label::Outer => "outer",

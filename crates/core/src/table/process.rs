@@ -126,6 +126,30 @@ metrics! {
         tests: &[Test::Ttft, Test::ItlDistribution],
     });
 
+    pub const LISTENER_REFUSED: Metric<ListenerRefusals, Counter> = Metric::new(Spec {
+        name: "tokentap_listener_refused_total",
+        otel_name: "tokentap.listener.refused",
+        unit: Unit::Requests,
+        help: "Connections and requests a listener that is not a tap refused: the admin listener and the joiner's OTLP/HTTP and OTLP/gRPC receivers. too_many_connections (over its max_connections), header_timeout (a request head, or gRPC's connection preface, not complete within its request_header_seconds: the connection is closed), body_timeout (an OTLP/HTTP body not read within request_body_seconds: 408), unauthorized (the receiver's bearer token missing or wrong: 401, gRPC UNAUTHENTICATED).",
+        buckets: &[],
+        start: "—",
+        end: "—",
+        observed: "each refusal, when it happens",
+        tests: &[],
+    });
+
+    pub const LISTENER_CONNECTIONS: Metric<ListenerLabels, Gauge> = Metric::new(Spec {
+        name: "tokentap_listener_connections",
+        otel_name: "tokentap.listener.connections",
+        unit: Unit::Connections,
+        help: "Connections open on a listener that is not a tap (admitted under its max_connections).",
+        buckets: &[],
+        start: "the connection is accepted and admitted",
+        end: "the connection closes",
+        observed: "always current",
+        tests: &[],
+    });
+
     pub const CONNECTIONS_OPEN: Metric<TapLabels, Gauge> = Metric::new(Spec {
         name: "tokentap_client_connections",
         otel_name: "tokentap.client.connections",

@@ -9,14 +9,13 @@
 
 pub mod analysis;
 pub mod file;
-pub(crate) mod sections;
 pub(crate) mod tap;
 
-use crate::otlp::OtlpConfig;
 use file::FileConfig;
 use std::collections::HashSet;
-use std::fmt;
-use std::net::{SocketAddr, ToSocketAddrs};
+use tokentap_telemetry::otlp::OtlpConfig;
+
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,32 +25,7 @@ use tokentap_core::limits::{ClientLimits, Reject};
 use tokentap_core::record::MeterLimits;
 use tokentap_core::trace::TraceMode;
 
-/// A config problem, with the key it is about.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// Path of the key (`taps[0].upstream`), or empty for the file itself.
-    pub key: String,
-    pub message: String,
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.key.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{}: {}", self.key, self.message)
-        }
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-fn err(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
-    ConfigError {
-        key: key.into(),
-        message: message.into(),
-    }
-}
+pub use tokentap_telemetry::config::{err, interpolate, ConfigError};
 
 pub use tokentap_core::tap::Boundary;
 
@@ -59,6 +33,8 @@ pub use tokentap_core::tap::Boundary;
 #[derive(Debug, Clone)]
 pub struct Config {
     pub admin_listen: SocketAddr,
+    /// The admin listener's connection cap and head deadline.
+    pub admin_limits: tokentap_core::limits::ListenerLimits,
     pub max_models: usize,
     pub threads: usize,
     /// SIGTERM: /readyz 503 for this long before listeners stop accepting.
@@ -169,7 +145,7 @@ fn validate(f: FileConfig, base: &Path) -> Result<Config, ConfigError> {
     if f.server.threads == 0 {
         return Err(err("server.threads", "must be at least 1"));
     }
-    let admin_listen = tap::listen_addr("admin.listen", &f.admin.listen)?;
+    let admin_listen = tokentap_telemetry::config::listen_addr("admin.listen", &f.admin.listen)?;
     let mut names = HashSet::new();
     let mut listens = HashSet::from([admin_listen]);
     let mut taps = Vec::with_capacity(f.taps.len());
@@ -190,14 +166,16 @@ fn validate(f: FileConfig, base: &Path) -> Result<Config, ConfigError> {
         }
         taps.push(tap);
     }
-    let correlation = sections::correlation(&f.correlation, taps.len())?;
-    let otlp = sections::otlp(f.otlp.as_ref())?;
+    let correlation =
+        tokentap_telemetry::config::sections::correlation(&f.correlation, taps.len())?;
+    let otlp = tokentap_telemetry::config::sections::otlp(f.otlp.as_ref())?;
     let analysis = analysis::analysis(&f.analysis)?;
     Ok(Config {
         analysis,
         correlation,
         otlp,
         admin_listen,
+        admin_limits: tokentap_telemetry::config::sections::admin_limits(&f.admin)?,
         max_models: f.metrics.max_models,
         threads: f.server.threads,
         drain_notice: secs_in(
@@ -226,27 +204,6 @@ fn secs_in(key: &str, v: f64, min: f64, max: f64) -> Result<Duration, ConfigErro
             format!("{v} is not a number of seconds in [{min}, {max}]"),
         ))
     }
-}
-
-/// Replaces `${VAR}` with the environment's value (secrets stay out of
-/// config files); an unset variable is an error.
-fn interpolate(s: &str) -> Result<String, String> {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(start) = rest.find("${") {
-        out.push_str(rest.get(..start).unwrap_or_default());
-        let after = rest.get(start + 2..).unwrap_or_default();
-        let end = after
-            .find('}')
-            .ok_or_else(|| format!("unclosed `${{` in `{s}`"))?;
-        let name = after.get(..end).unwrap_or_default();
-        let value =
-            std::env::var(name).map_err(|_| format!("environment variable `{name}` is not set"))?;
-        out.push_str(&value);
-        rest = after.get(end + 1..).unwrap_or_default();
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 /// Tap and hop names become label values: short, plain.

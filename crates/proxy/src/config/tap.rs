@@ -4,6 +4,7 @@
 
 use super::file::{BoundaryFile, TapFile, TraceModeFile};
 use super::*;
+use tokentap_telemetry::config::{listen_addr, resolve};
 
 pub(super) fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapConfig, ConfigError> {
     let name = label_name(&format!("{key}.name"), "tap", &t.name)?;
@@ -131,33 +132,6 @@ pub(super) fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapCon
             }
         },
     })
-}
-
-/// `ip:port`, or `host:port` resolved now.
-pub(crate) fn listen_addr(key: &str, s: &str) -> Result<SocketAddr, ConfigError> {
-    if let Ok(a) = s.parse::<SocketAddr>() {
-        return Ok(a);
-    }
-    let (host, port) = s.rsplit_once(':').ok_or_else(|| {
-        err(
-            key,
-            format!("`{s}` is not an address (expected ip:port or host:port)"),
-        )
-    })?;
-    let port: u16 = port
-        .parse()
-        .map_err(|_| err(key, format!("`{s}`: `{port}` is not a port number")))?;
-    resolve(host, port).map_err(|m| err(key, m))
-}
-
-fn resolve(host: &str, port: u16) -> Result<SocketAddr, String> {
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let mut addrs = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve host `{host}`: {e}"))?;
-    addrs
-        .next()
-        .ok_or_else(|| format!("host `{host}` resolved to no address"))
 }
 
 fn upstream(key: &str, t: &TapFile, base: &Path) -> Result<Upstream, ConfigError> {

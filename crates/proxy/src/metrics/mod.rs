@@ -1,23 +1,18 @@
-//! Metrics: the Prometheus registry and the OpenTelemetry instruments built
-//! from the canonical table (`tokentap_core::table`), and the places
-//! measurements enter them: `TapSink` per token-bearing event (histogram
-//! observations, nothing else), `Metrics::record` once per finished
-//! request, `attribution` for what the correlator concludes, `window` when
-//! an analysis window closes. Every observation goes to both exports
-//! through `Metrics::observe` / `Metrics::add`, named by a typed
-//! `Metric<L>` and labelled by an `L` (`tokentap_core::labels`).
+//! A tap process's metrics: the shared registry (`tokentap_telemetry`:
+//! every family of the canonical table in Prometheus and OTLP) with what
+//! the taps add on top — the bounded `model` and `tenant` label values,
+//! and the places measurements enter: `TapSink` per token-bearing event
+//! (histogram observations, nothing else), `Metrics::record` once per
+//! finished request (`series`), `window_gauges` when an analysis window
+//! closes.
 
-pub mod attribution;
-mod handles;
-pub mod otel;
-pub mod prom;
 mod record;
 pub mod series;
 mod sink;
 pub mod window_gauges;
 
-pub use handles::{Count, Hist};
 pub use sink::{Offsets, TapSink, OFFSETS_RESERVED};
+pub use tokentap_telemetry::registry::{otel, prom, Count, Hist, Level as InFlight};
 
 /// A map keyed by a bounded label value (or a metric name), looked up per
 /// request. foldhash, not the standard library's SipHash: these keys are
@@ -31,26 +26,22 @@ pub use tokentap_core::labels::TapLabels;
 /// Tenants with their own series when `analysis.max_tenants` is not set.
 pub const DEFAULT_MAX_TENANTS: usize = 20;
 
-use opentelemetry::KeyValue;
-use otel::{Instrument, OtelMetrics};
-use prom::PromMetrics;
-use prometheus::IntGauge;
-use std::sync::atomic::{AtomicI64, Ordering};
+use otel::OtelMetrics;
 use std::sync::Arc;
 use tokentap_core::inject::InjectResult;
 use tokentap_core::labels::{
-    Injection, LabelName, LabelSet, ModelLabel, ModelLabels, Overflow, Rejected, StampFallback,
+    Injection, LabelName, ModelLabel, ModelLabels, Overflow, Rejected, StampFallback,
     StampFallbacks, Unmeasured,
 };
 use tokentap_core::limits::RejectReason;
 use tokentap_core::record::MeasureError;
 use tokentap_core::table::{self, kind, Metric};
+use tokentap_telemetry::Registry;
 
-/// All metric state of a process.
+/// All metric state of a tap process.
 pub struct Metrics {
-    pub prom: PromMetrics,
-    /// Present when OTLP metrics are on.
-    pub otel: Option<OtelMetrics>,
+    /// The families in both exports (shared with the correlator's sink).
+    pub registry: Arc<Registry>,
     pub models: ModelLabels,
     /// The first-N tenants of the mergeable tenant series.
     pub tenants: ModelLabels,
@@ -58,37 +49,17 @@ pub struct Metrics {
     series: series::SeriesCache,
 }
 
-/// A tap's in-flight gauge in both exports (resolved once per tap).
-#[derive(Clone)]
-pub struct InFlight {
-    /// The value itself (whether or not an export has the metric).
-    count: Arc<AtomicI64>,
-    prom: Option<IntGauge>,
-    otel: Option<(opentelemetry::metrics::UpDownCounter<i64>, Vec<KeyValue>)>,
-}
-
-impl InFlight {
-    pub fn add(&self, d: i64) {
-        self.count.fetch_add(d, Ordering::AcqRel);
-        if let Some(g) = &self.prom {
-            g.add(d);
-        }
-        if let Some((u, attrs)) = &self.otel {
-            u.add(d, attrs);
-        }
-    }
-
-    /// The current value (limits, the demo and tests read it).
-    pub fn get(&self) -> i64 {
-        self.count.load(Ordering::Acquire)
+impl std::ops::Deref for Metrics {
+    type Target = Registry;
+    fn deref(&self) -> &Registry {
+        &self.registry
     }
 }
 
 impl Metrics {
     pub fn new(max_models: usize) -> prometheus::Result<Self> {
         let m = Metrics {
-            prom: PromMetrics::new()?,
-            otel: None,
+            registry: Arc::new(Registry::new()?),
             models: ModelLabels::new(max_models),
             tenants: ModelLabels::with_absent(DEFAULT_MAX_TENANTS, "none"),
             series: series::SeriesCache::default(),
@@ -120,45 +91,15 @@ impl Metrics {
         label
     }
 
-    /// Also records into OpenTelemetry instruments.
+    /// Also records into OpenTelemetry instruments (before the registry is
+    /// shared).
     pub fn with_otel(mut self, otel: OtelMetrics) -> Self {
-        self.otel = Some(otel);
+        if let Some(r) = Arc::get_mut(&mut self.registry) {
+            r.otel = Some(otel);
+        }
         // Series resolved before had no OpenTelemetry side.
         self.series = series::SeriesCache::default();
         self
-    }
-
-    /// One histogram observation in both exports.
-    pub fn observe<L: LabelSet>(&self, m: &Metric<L, kind::Histogram>, labels: &L, v: f64) {
-        if let Some(h) = self.prom.histogram(m, labels) {
-            h.observe(v);
-        }
-        if let Some(o) = &self.otel {
-            o.observe(m, labels, v);
-        }
-    }
-
-    /// A counter increment in both exports.
-    pub fn add<L: LabelSet>(&self, m: &Metric<L, kind::Counter>, labels: &L, n: u64) {
-        if let Some(c) = self.prom.counter(m, labels) {
-            c.inc_by(n);
-        }
-        if let Some(o) = &self.otel {
-            o.add(m, labels, n);
-        }
-    }
-
-    /// Creates a counter's series at 0, so dashboards and `rate()` see it
-    /// before its first event.
-    pub fn touch<L: LabelSet>(&self, m: &Metric<L, kind::Counter>, labels: &L) {
-        self.add(m, labels, 0);
-    }
-
-    /// Sets an integer gauge (Prometheus; these gauges are Prometheus-only).
-    pub fn set_int<L: LabelSet>(&self, m: &Metric<L, kind::Gauge>, labels: &L, v: i64) {
-        if let Some(g) = self.prom.gauge(m, labels) {
-            g.set(v);
-        }
     }
 
     /// The in-flight gauge of a tap. Also creates the tap's series whose
@@ -199,16 +140,7 @@ impl Metrics {
 
     /// A per-tap up-down gauge in both exports.
     pub fn tap_gauge(&self, m: &Metric<TapLabels, kind::Gauge>, tap: &TapLabels) -> InFlight {
-        let prom = self.prom.gauge(m, tap);
-        let otel = self.otel.as_ref().and_then(|o| match o.instrument(m) {
-            Some(Instrument::UpDown(u)) => Some((u.clone(), o.attributes(tap))),
-            _ => None,
-        });
-        InFlight {
-            count: Arc::new(AtomicI64::new(0)),
-            prom,
-            otel,
-        }
+        self.level(m, tap)
     }
 
     /// Resolves the model label of a request (counting an overflow once).

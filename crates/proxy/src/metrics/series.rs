@@ -18,8 +18,8 @@
 //! map of series. Must not: choose label values (`labels::ModelLabels`
 //! does) or hold anything of a request's content.
 
-use super::handles::{Count, Hist};
 use super::Metrics;
+use super::{Count, Hist};
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;

@@ -3,9 +3,9 @@
 
 use super::*;
 use crate::alloc_tests::finished_non_streamed;
-use crate::metrics::otel::discarding;
 use std::borrow::Cow;
 use tokentap_core::tap::Boundary;
+use tokentap_telemetry::registry::otel::discarding;
 
 fn tap() -> TapLabels {
     TapLabels {

@@ -20,12 +20,12 @@ pub use correlator::CorrelatorSink;
 
 use crate::metrics::series::ModelSeries;
 use crate::metrics::{Metrics, Offsets};
-use crate::otlp::spans::SpanPipeline;
 use crate::proxy::TapSettings;
 use std::sync::Arc;
 use tokentap_core::correlate::AttributionSink;
 use tokentap_core::labels::{ModelLabel, TapLabels};
 use tokentap_core::record::{RequestRecord, TokenEvent};
+use tokentap_telemetry::otlp::spans::SpanPipeline;
 
 /// One finished request, as every sink sees it.
 pub struct Finished<'a> {

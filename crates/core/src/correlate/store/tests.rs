@@ -409,3 +409,55 @@ fn a_sweep_larger_than_its_batch_finishes() {
     assert_eq!(sink.pairs().len() as u64, n);
     assert_eq!(sink.count("joined_fingerprint"), n);
 }
+
+/// Per-record cost at the cap, with 1,000 and 100,000 held: a generous
+/// guard against the store going quadratic again (each new record used to
+/// scan every group to evict one: 100x the cost at 100x the records).
+/// The figures are `crates/join/benches/store.rs`'s.
+#[test]
+fn the_cost_per_record_does_not_grow_with_what_is_held() {
+    let per_record = |held: usize, traced: bool| {
+        let sink = Arc::new(Collect::default());
+        let c = Correlator::new(
+            CorrelationConfig {
+                max_groups: held,
+                settle: Duration::from_secs(3600),
+                ..CFG
+            },
+            vec![sink],
+        );
+        let b = Instant::now();
+        let rec_at = |i: u64| {
+            let t = traced.then(TraceParent::generate);
+            rec(b, "gw", Boundary::Gateway, 0, 100, t, Some(i))
+        };
+        for i in 0..held as u64 {
+            c.submit(rec_at(i), b + ms(i / 1000));
+        }
+        let n = 20_000u64;
+        let started = Instant::now();
+        for i in 0..n {
+            c.submit(rec_at(held as u64 + i), b + ms(1_000 + i));
+            if i.is_multiple_of(1000) {
+                c.sweep(b + ms(2_000 + i));
+            }
+        }
+        started.elapsed().as_secs_f64() / n as f64
+    };
+    for traced in [true, false] {
+        let small = per_record(1_000, traced);
+        let large = per_record(100_000, traced);
+        eprintln!(
+            "per record at the cap ({}): {:.2} µs with 1,000 held, {:.2} µs with 100,000",
+            if traced { "traced" } else { "loose" },
+            small * 1e6,
+            large * 1e6
+        );
+        assert!(
+            large < 10.0 * small + 5e-6,
+            "{traced}: {:.2} µs vs {:.2} µs",
+            large * 1e6,
+            small * 1e6
+        );
+    }
+}

@@ -4,7 +4,6 @@
 //! taps so scrapes never compete with traffic and admin paths are never
 //! answered on a tap (a `GET /metrics` on a tap goes upstream).
 
-use crate::metrics::Metrics;
 use async_trait::async_trait;
 use http::{Method, Response, StatusCode};
 use pingora::apps::http_app::ServeHttp;
@@ -27,13 +26,14 @@ impl Readiness {
 }
 
 pub struct AdminApp {
-    metrics: Arc<Metrics>,
+    metrics: prometheus::Registry,
     ready: Readiness,
     live: Option<Arc<Live>>,
 }
 
 impl AdminApp {
-    pub fn new(metrics: Arc<Metrics>, ready: Readiness, live: Option<Arc<Live>>) -> Self {
+    /// Serves what `metrics` gathers (a registry handle: clones share it).
+    pub fn new(metrics: prometheus::Registry, ready: Readiness, live: Option<Arc<Live>>) -> Self {
         AdminApp {
             metrics,
             ready,
@@ -70,9 +70,22 @@ fn report(live: Option<&Live>) -> (StatusCode, Vec<u8>) {
     }
 }
 
+/// The text exposition of everything `registry` gathers.
+fn encode(registry: &prometheus::Registry) -> Vec<u8> {
+    use prometheus::Encoder;
+    let mut buf = Vec::new();
+    if prometheus::TextEncoder::new()
+        .encode(&registry.gather(), &mut buf)
+        .is_err()
+    {
+        buf.clear();
+    }
+    buf
+}
+
 /// Answers one admin request (pure of pingora: testable directly).
 pub fn answer(
-    metrics: &Metrics,
+    metrics: &prometheus::Registry,
     ready: &Readiness,
     live: Option<&Live>,
     method: &Method,
@@ -86,7 +99,7 @@ pub fn answer(
         (&Method::GET | &Method::HEAD, "/metrics") => (
             StatusCode::OK,
             "text/plain; version=0.0.4; charset=utf-8",
-            metrics.prom.encode(),
+            encode(metrics),
         ),
         (&Method::GET | &Method::HEAD, "/healthz") => {
             (StatusCode::OK, "text/plain", b"ok\n".to_vec())
@@ -171,7 +184,9 @@ mod tests {
 
     #[test]
     fn paths() {
-        let m = Metrics::new(5).unwrap();
+        let m = prometheus::Registry::new();
+        let g = prometheus::IntGauge::new("tokentap_build_info", "build").unwrap();
+        m.register(Box::new(g)).unwrap();
         let r = Readiness::default();
         assert_eq!(answer(&m, &r, None, &Method::GET, "/healthz").status(), 200);
         assert_eq!(answer(&m, &r, None, &Method::GET, "/readyz").status(), 503);

@@ -3,8 +3,10 @@
 //! its groups settle on the clock (the core's `Correlator` never reads a
 //! clock: `sweep` takes the instant).
 
-use crate::metrics::attribution::{CorrelationMetrics, NameLimits};
-use crate::metrics::Metrics;
+pub mod metrics;
+
+use crate::Registry;
+use metrics::{CorrelationMetrics, NameLimits};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokentap_core::correlate::{AttributionSink, CorrelationConfig, Correlator};
@@ -14,7 +16,7 @@ use tokentap_core::correlate::{AttributionSink, CorrelationConfig, Correlator};
 pub fn start(
     cfg: CorrelationConfig,
     names: NameLimits,
-    metrics: &Arc<Metrics>,
+    metrics: &Arc<Registry>,
     hooks: &[Arc<dyn AttributionSink>],
 ) -> std::io::Result<Arc<Correlator>> {
     let mut sinks: Vec<Arc<dyn AttributionSink>> =

@@ -17,7 +17,6 @@
 //! exports through the blocking OTLP/HTTP exporter, counting what the
 //! collector accepted and what failed.
 
-use crate::metrics::TapLabels;
 use opentelemetry::trace::{
     Event, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
 };
@@ -32,6 +31,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokentap_core::correlate::span::{self as span_keys, key};
+use tokentap_core::labels::TapLabels;
 use tokentap_core::record::{Outcome, RequestRecord};
 
 /// How often a partial batch is exported.

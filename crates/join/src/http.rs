@@ -4,8 +4,10 @@
 //! success when spans were rejected: the sender does not retry them); 400
 //! for a body that does not decode, 413 over the size cap, 415 for another
 //! media type or content encoding (none of which a sender retries), 404/405
-//! for other paths and methods. Reading and joining an export runs on the
-//! blocking pool, so a large export never holds up the listener.
+//! for other paths and methods; 401 without the bearer token
+//! `receiver.auth` asks for; 408 for a body not read within
+//! `receiver.request_body_seconds`. Reading and joining an export runs on
+//! the blocking pool, so a large export never holds up the listener.
 
 use super::receiver::{Receiver, Refused};
 use async_trait::async_trait;
@@ -14,9 +16,15 @@ use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 use prost::Message;
 use std::sync::Arc;
+use std::time::Duration;
+use tokentap_core::limits::{Admission, RejectReason};
 use tokentap_core::otlp::{self, Encoding};
 
-pub struct OtlpHttpApp(pub Arc<Receiver>);
+pub struct OtlpHttpApp {
+    receiver: Arc<Receiver>,
+    admission: Arc<dyn Admission>,
+    body_timeout: Duration,
+}
 
 fn respond(status: StatusCode, ctype: &str, body: Vec<u8>) -> Response<Vec<u8>> {
     let len = body.len();
@@ -57,9 +65,21 @@ fn encodings(h: &http::HeaderMap) -> Result<(Encoding, bool), Refused> {
 }
 
 impl OtlpHttpApp {
+    pub fn new(
+        receiver: Arc<Receiver>,
+        admission: Arc<dyn Admission>,
+        body_timeout: Duration,
+    ) -> Self {
+        OtlpHttpApp {
+            receiver,
+            admission,
+            body_timeout,
+        }
+    }
+
     /// Reads the body up to one byte over the cap.
     async fn body(&self, session: &mut ServerSession) -> Result<Vec<u8>, Refused> {
-        let cap = self.0.max_body_bytes();
+        let cap = self.receiver.max_body_bytes();
         let mut body = Vec::new();
         loop {
             match session.read_request_body().await {
@@ -90,18 +110,45 @@ impl ServeHttp for OtlpHttpApp {
                 b"POST only\n".to_vec(),
             );
         }
+        let authorization = req
+            .headers
+            .get(http::header::AUTHORIZATION)
+            .map(|v| v.as_bytes());
+        if !self.receiver.authorized(authorization) {
+            self.admission.refused(RejectReason::Unauthorized);
+            let _ = self.receiver.refused(Refused::Unauthorized);
+            let mut resp = respond(
+                StatusCode::UNAUTHORIZED,
+                "text/plain",
+                b"a bearer token is required (receiver.auth)\n".to_vec(),
+            );
+            if let Ok(v) = "Bearer".parse() {
+                resp.headers_mut().insert(http::header::WWW_AUTHENTICATE, v);
+            }
+            return resp;
+        }
         let framing = encodings(&req.headers);
         let result = match framing {
-            Err(why) => Err(self.0.refused(why)),
-            Ok((encoding, gzip)) => match self.body(session).await {
-                Ok(body) => {
-                    let receiver = self.0.clone();
-                    tokio::task::spawn_blocking(move || receiver.http(&body, encoding, gzip))
-                        .await
-                        .unwrap_or(Err(Refused::Malformed))
+            Err(why) => Err(self.receiver.refused(why)),
+            Ok((encoding, gzip)) => {
+                match tokio::time::timeout(self.body_timeout, self.body(session)).await {
+                    Err(_) => {
+                        self.admission.refused(RejectReason::BodyTimeout);
+                        return respond(
+                            StatusCode::REQUEST_TIMEOUT,
+                            "text/plain",
+                            b"body not complete within receiver.request_body_seconds\n".to_vec(),
+                        );
+                    }
+                    Ok(Ok(body)) => {
+                        let receiver = self.receiver.clone();
+                        tokio::task::spawn_blocking(move || receiver.http(&body, encoding, gzip))
+                            .await
+                            .unwrap_or(Err(Refused::Malformed))
+                    }
+                    Ok(Err(why)) => Err(self.receiver.refused(why)),
                 }
-                Err(why) => Err(self.0.refused(why)),
-            },
+            }
         };
         match (result, framing) {
             (Ok(a), Ok((Encoding::Json, _))) => respond(

@@ -1,13 +1,46 @@
 //! Validation of the process-wide sections: `correlation` and `otlp`
 //! (the taps are `tap.rs`, the analyses `analysis.rs`).
 
-use super::file::{CorrelationFile, OtlpFile};
+use super::file::{AdminFile, CorrelationFile, OtlpFile};
 use super::{err, interpolate, ConfigError};
 use crate::otlp::OtlpConfig;
 use std::time::Duration;
 use tokentap_core::correlate::{Clocks, CorrelationConfig};
+use tokentap_core::limits::{ListenerLimits, Reject};
 
-pub(crate) fn correlation(
+/// The admin listener's limits (`admin.max_connections`,
+/// `admin.request_header_seconds`).
+pub fn admin_limits(a: &AdminFile) -> Result<ListenerLimits, ConfigError> {
+    listener_limits("admin", a.max_connections, a.request_header_seconds)
+}
+
+/// A listener's limits from its `max_connections` and
+/// `request_header_seconds` under `section`.
+pub fn listener_limits(
+    section: &str,
+    max_connections: usize,
+    header_seconds: f64,
+) -> Result<ListenerLimits, ConfigError> {
+    if !(1..=1_000_000).contains(&max_connections) {
+        return Err(err(
+            format!("{section}.max_connections"),
+            "must be in 1..=1000000",
+        ));
+    }
+    if !(header_seconds.is_finite() && header_seconds > 0.0 && header_seconds <= 600.0) {
+        return Err(err(
+            format!("{section}.request_header_seconds"),
+            format!("{header_seconds} is not a number of seconds in (0, 600]"),
+        ));
+    }
+    Ok(ListenerLimits {
+        max_connections,
+        header_timeout: Duration::from_secs_f64(header_seconds),
+        reject: Reject::Respond,
+    })
+}
+
+pub fn correlation(
     c: &CorrelationFile,
     taps: usize,
 ) -> Result<Option<CorrelationConfig>, ConfigError> {
@@ -51,7 +84,7 @@ pub(crate) fn correlation(
     Ok(c.enabled.unwrap_or(taps >= 2).then_some(cfg))
 }
 
-pub(crate) fn otlp(o: Option<&OtlpFile>) -> Result<Option<OtlpConfig>, ConfigError> {
+pub fn otlp(o: Option<&OtlpFile>) -> Result<Option<OtlpConfig>, ConfigError> {
     let env_timeout = std::env::var("OTEL_EXPORTER_OTLP_TIMEOUT").is_ok();
     let mut cfg = OtlpConfig {
         timeout: (!env_timeout).then_some(Duration::from_secs(3)),

@@ -7,7 +7,6 @@
 //! malformed, and that were rejected (told to the sender as a partial
 //! success). Never panics on input: every failure is a result.
 
-use crate::metrics::Metrics;
 use flate2::read::GzDecoder;
 use std::io::Read;
 use std::sync::Arc;
@@ -17,6 +16,8 @@ use tokentap_core::correlate::Correlator;
 use tokentap_core::labels::{JoinExport, JoinExportResult, JoinSpan, JoinSpanResult};
 use tokentap_core::otlp::{self, Attrs, Encoding, Limits, Summary};
 use tokentap_core::table;
+use tokentap_host::auth::BearerToken;
+use tokentap_telemetry::Registry as Metrics;
 
 /// Why an export was refused (the status follows from it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +60,8 @@ pub struct Receiver {
     max_body_bytes: usize,
     limits: Limits,
     max_events: usize,
+    /// The bearer token senders must present, if any.
+    token: Option<BearerToken>,
     /// The joiner's instant and wall time at its start: a span's wall
     /// start becomes an instant on this process's clock (grouping only).
     base: (Instant, SystemTime),
@@ -74,6 +77,7 @@ impl Receiver {
         metrics: Arc<Metrics>,
         max_body_bytes: usize,
         limits: Limits,
+        token: Option<BearerToken>,
     ) -> Self {
         let max_events = correlator.config().max_events;
         for result in JoinExportResult::ALL {
@@ -88,12 +92,19 @@ impl Receiver {
             max_body_bytes,
             limits,
             max_events,
+            token,
             base: (Instant::now(), SystemTime::now()),
         }
     }
 
     pub fn max_body_bytes(&self) -> usize {
         self.max_body_bytes
+    }
+
+    /// Whether a request with this `Authorization` value may export (always,
+    /// without `receiver.auth`).
+    pub fn authorized(&self, authorization: Option<&[u8]>) -> bool {
+        self.token.as_ref().is_none_or(|t| t.accepts(authorization))
     }
 
     /// An HTTP body: inflated if gzip, read, ingested, counted.

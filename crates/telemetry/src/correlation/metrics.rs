@@ -7,7 +7,7 @@
 //! taps, hops and outer/inner pairs get their own series, the rest are
 //! `other`, counted in `tokentap_label_overflow_total`.
 
-use super::Metrics;
+use crate::Registry as Metrics;
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 use tokentap_core::correlate::{AttributionSink, Joined, Resolution};
@@ -29,8 +29,8 @@ impl Default for NameLimits {
     fn default() -> Self {
         NameLimits {
             max_taps: 64,
-            max_hops: 64,
-            max_pairs: 256,
+            max_hops: 32,
+            max_pairs: 64,
         }
     }
 }
@@ -227,7 +227,7 @@ mod tests {
     /// within the caps, the rest is `other`, and every overflow counted.
     #[test]
     fn names_from_spans_are_bounded() {
-        let m = Arc::new(Metrics::new(5).unwrap());
+        let m = Arc::new(Metrics::new().unwrap());
         let limits = NameLimits {
             max_taps: 100,
             max_hops: 4,

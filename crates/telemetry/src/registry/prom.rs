@@ -63,9 +63,14 @@ fn register(registry: &Registry, f: &Family) -> prometheus::Result<()> {
 
 impl PromMetrics {
     pub fn new() -> prometheus::Result<Self> {
+        PromMetrics::of(table::ALL)
+    }
+
+    /// The families of `defs`.
+    pub fn of(defs: &[&MetricDef]) -> prometheus::Result<Self> {
         let registry = Registry::new();
         let mut families = HashMap::new();
-        for def in table::ALL {
+        for def in defs {
             let f = family(def)?;
             register(&registry, &f)?;
             families.insert(def.name, f);
@@ -130,7 +135,7 @@ impl PromMetrics {
 
     /// Sets a window gauge series by its values (the window sink keeps the
     /// values of the series it set, from typed label sets, to remove them).
-    pub(super) fn set_window(&self, def: &MetricDef, values: &[&str], v: f64) {
+    pub fn set_window(&self, def: &MetricDef, values: &[&str], v: f64) {
         if let Some(Family::FloatGauge(g)) = self.family(def) {
             if let Some(s) = child(g, values) {
                 s.set(v);
@@ -139,7 +144,7 @@ impl PromMetrics {
     }
 
     /// Removes a window gauge series (its figure is not available).
-    pub(super) fn unset_window(&self, def: &MetricDef, values: &[&str]) {
+    pub fn unset_window(&self, def: &MetricDef, values: &[&str]) {
         if let Some(Family::FloatGauge(g)) = self.family(def) {
             let _ = g.remove_label_values(values);
         }

@@ -20,8 +20,8 @@
 
 pub mod spans;
 
-use crate::metrics::otel::OtelMetrics;
-use crate::metrics::prom::PromMetrics;
+use crate::registry::otel::OtelMetrics;
+use crate::registry::prom::PromMetrics;
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::error::OTelSdkResult;

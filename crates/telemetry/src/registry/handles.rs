@@ -2,13 +2,15 @@
 //! OpenTelemetry instrument with its attribute list built at creation, so
 //! an observation is atomics, no lookup and no allocation.
 //!
-//! Owns: the two handle kinds (`Hist`, `Count`). Must not: choose labels
+//! Owns: the handle kinds (`Hist`, `Count`, `Level`). Must not: choose labels
 //! or decide when a series is created (`series` does).
 
 use super::otel::Instrument;
-use super::Metrics;
+use super::Registry as Metrics;
 use opentelemetry::KeyValue;
-use prometheus::{Histogram, IntCounter};
+use prometheus::{Histogram, IntCounter, IntGauge};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use tokentap_core::labels::LabelSet;
 use tokentap_core::table::{kind, Metric};
 
@@ -63,5 +65,40 @@ impl Count {
         if let Some((c, attrs)) = &self.otel {
             c.add(n, attrs);
         }
+    }
+}
+
+/// An up-down gauge series in both exports (a tap's requests in flight,
+/// its open connections), with its value kept for whoever reads it.
+#[derive(Clone)]
+pub struct Level {
+    /// The value itself (whether or not an export has the metric).
+    count: Arc<AtomicI64>,
+    prom: Option<IntGauge>,
+    otel: Option<(opentelemetry::metrics::UpDownCounter<i64>, Vec<KeyValue>)>,
+}
+
+impl Level {
+    pub(super) fn new(
+        count: Arc<AtomicI64>,
+        prom: Option<IntGauge>,
+        otel: Option<(opentelemetry::metrics::UpDownCounter<i64>, Vec<KeyValue>)>,
+    ) -> Level {
+        Level { count, prom, otel }
+    }
+
+    pub fn add(&self, d: i64) {
+        self.count.fetch_add(d, Ordering::AcqRel);
+        if let Some(g) = &self.prom {
+            g.add(d);
+        }
+        if let Some((u, attrs)) = &self.otel {
+            u.add(d, attrs);
+        }
+    }
+
+    /// The current value (limits, the demo and tests read it).
+    pub fn get(&self) -> i64 {
+        self.count.load(Ordering::Acquire)
     }
 }
