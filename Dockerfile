@@ -22,16 +22,20 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY crates/core/Cargo.toml crates/core/
 COPY crates/net/Cargo.toml crates/net/
+COPY crates/host/Cargo.toml crates/host/
+COPY crates/telemetry/Cargo.toml crates/telemetry/
+COPY crates/join/Cargo.toml crates/join/
 COPY crates/proxy/Cargo.toml crates/proxy/
 COPY crates/sim/Cargo.toml crates/sim/
 COPY crates/tools/Cargo.toml crates/tools/
 # The patched pingora-proxy ([patch.crates-io], vendor/README.md).
 COPY vendor ./vendor
-RUN for c in core net proxy sim tools; do mkdir -p crates/$c/src && touch crates/$c/src/lib.rs; done \
- && mkdir -p src crates/proxy/benches \
+RUN for c in core net host telemetry join proxy sim tools; do mkdir -p crates/$c/src && touch crates/$c/src/lib.rs; done \
+ && mkdir -p src crates/proxy/benches crates/join/benches \
  && echo 'fn main() {}' > src/main.rs && touch src/lib.rs crates/proxy/benches/hot_path.rs \
+    crates/proxy/benches/request_body.rs crates/join/benches/store.rs \
  && cargo fetch --locked \
- && rm -rf src crates/*/src crates/proxy/benches
+ && rm -rf src crates/*/src crates/proxy/benches crates/join/benches
 COPY src ./src
 COPY crates ./crates
 COPY scripts ./scripts

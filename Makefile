@@ -15,9 +15,11 @@ deps:
 # cores, seconds when no source changed; ~21 % fewer instructions per
 # streamed event than `dist` alone, BENCHMARKS.md "After M"). `make build
 # PGO=0` skips the training.
-# Tests build `release`; `make bench` and deploy-check use this one.
+# Tests and deploy-check build `release`; `make bench` and the Dockerfile
+# use this one.
 PGO ?= 1
 build: deps
+	@./scripts/deps.sh pgo
 	PGO=$(PGO) ./scripts/pgo.sh
 
 lint: deps
@@ -29,11 +31,13 @@ lint: deps
 # The deployment files, without a cluster or a Docker engine: Kubernetes
 # manifests (kubernetes-validate --strict, PodMonitor against the Prometheus
 # Operator's CRD schema), the compose file with and without the fleet
-# profile, the fleet's Prometheus config, and the tap configs with the
-# shipped binary (`make build`, profile-guided), so CI builds, trains and
-# runs that one too.
-deploy-check: deps build
-	./scripts/check-deploy.sh
+# profile, the fleet's Prometheus config, and the tap and join configs with
+# the release binary the integration tests build (nothing new to build
+# after `make it`; the profile-guided one is `make build`'s, the Dockerfile's
+# and the benchmark's).
+deploy-check: deps
+	$(CARGO) build --release --locked --bin tokentap --test it
+	TOKENTAP=target/release/tokentap ./scripts/check-deploy.sh
 
 # The pure core must not reach a socket, a runtime or an exporter: its
 # dependency tree (normal and dev) may not contain any of these crates.
@@ -52,6 +56,7 @@ purity:
 # assertions (1 ms accuracy, 5 ms no-coalescing) are about the build users run.
 unit: deps
 	$(CARGO) test --release --locked --workspace --lib --bins
+	$(CARGO) test --release --locked --doc -p tokentap-telemetry
 
 it: deps engine
 	$(CARGO) test --release --locked --test it

@@ -12,7 +12,8 @@
 #   prometheus-fleet.yml       promtool check config (with its rule files)
 #   tap configs, join.yaml     `tokentap validate` on config/fleet/*.yaml and
 #                              the tap ConfigMaps, `tokentap join --check` on
-#                              config/fleet/join.yaml, with the built binary
+#                              config/fleet/join.yaml (its TLS and token files
+#                              made with openssl), with the built binary
 #                              ($TOKENTAP, default target/shipped/tokentap, `make build`)
 # Not checked here: the Collector config's semantics (needs an otelcol-contrib
 # binary: `otelcol-contrib validate --config=deploy/otel-collector-fleet.yaml`).
@@ -90,5 +91,14 @@ while IFS=$'\t' read -r file origin; do
   fi
   echo "deploy-check: tokentap validate ok: $origin"
 done <"$tmp/configs.txt"
-"$TOKENTAP" join --check -c config/fleet/join.yaml
+# join.yaml's TLS certificate, key and token live where compose and
+# Kubernetes mount them (/run/secrets/joiner); here a throwaway set
+# stands in, so the check reads and parses real files.
+mkdir -p "$tmp/secrets"
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=joiner \
+  -addext "subjectAltName=DNS:joiner" \
+  -keyout "$tmp/secrets/tls.key" -out "$tmp/secrets/tls.crt" 2>/dev/null
+openssl rand -hex 32 >"$tmp/secrets/token"
+sed "s|/run/secrets/joiner|$tmp/secrets|g" config/fleet/join.yaml >"$tmp/join.yaml"
+"$TOKENTAP" join --check -c "$tmp/join.yaml"
 echo "deploy-check: ok"

@@ -127,7 +127,7 @@ def write_configs(out):
     written = []
     for src in sorted((ROOT / "config" / "fleet").glob("*.yaml")):
         text = src.read_text()
-        if "taps:" not in text:
+        if "taps" not in (yaml.safe_load(text) or {}):
             continue  # join.yaml: not a tap config
         dst = out / f"fleet-{src.name}"
         dst.write_text(HOST.sub(r"\g<1>127.0.0.1:", text))

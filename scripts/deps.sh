@@ -9,9 +9,11 @@
 #   docker-compose  validates docker-compose.yml (`config -q` needs no engine)
 #   strace     counts a tap's system calls per streamed event (it::syscalls)
 #   faketime   libfaketime: a tap whose wall clock steps mid-stream (it::clock)
+#   openssl    a throwaway certificate for join.yaml's TLS in make deploy-check
 #   chromium   headless check that the HTML report opens without console errors
 #   llvm-N     llvm-profdata of rustc's own LLVM major N, for the profile-guided
-#              shipped build (scripts/pgo.sh, `make build`)
+#              shipped build (scripts/pgo.sh, `make build`): only with the
+#              argument `pgo` (`make build`), not for the tests
 #   .venv      the official `openai`, `anthropic`, `ollama` and `huggingface_hub` Python clients for the real-client tests,
 #              `kubernetes-validate` and the Prometheus Operator's CRD models for `make deploy-check` (pip)
 #   cargo-deny licenses, bans and sources of the dependency tree (cargo install)
@@ -29,6 +31,7 @@ command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || apt_packages+=
 command -v docker-compose >/dev/null 2>&1 || apt_packages+=(docker-compose)
 command -v strace >/dev/null 2>&1 || apt_packages+=(strace)
 command -v faketime >/dev/null 2>&1 || apt_packages+=(faketime)
+command -v openssl >/dev/null 2>&1 || apt_packages+=(openssl)
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || apt_packages+=(chromium)
 if [ "${#apt_packages[@]}" -gt 0 ]; then
   if command -v apt-get >/dev/null 2>&1; then
@@ -54,7 +57,7 @@ fi
 # bookworm has llvm-22 in bookworm-security) still gets the tests, and
 # scripts/pgo.sh says what is missing (or `make build PGO=0`).
 llvm=$(rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
-if [ -n "$llvm" ] && ! command -v "llvm-profdata-$llvm" >/dev/null 2>&1 && [ ! -x "/usr/lib/llvm-$llvm/bin/llvm-profdata" ] \
+if [ "${1:-}" = pgo ] && [ -n "$llvm" ] && ! command -v "llvm-profdata-$llvm" >/dev/null 2>&1 && [ ! -x "/usr/lib/llvm-$llvm/bin/llvm-profdata" ] \
    && command -v apt-get >/dev/null 2>&1; then
   echo "deps: installing llvm-$llvm (apt) for llvm-profdata"
   SUDO=""
