@@ -20,6 +20,7 @@ mod dashboards;
 mod dialects;
 mod engine;
 mod failopen;
+mod failopen_sinks;
 mod failures;
 mod fleet_prometheus;
 mod forwarding;

@@ -126,6 +126,10 @@ pub fn twins(profile: Profile, extra: &str) -> Twins {
 pub struct Records(Mutex<Vec<(String, String, RequestRecord)>>);
 
 impl RecordSink for Records {
+    fn name(&self) -> tokentap_core::labels::SinkName {
+        tokentap_core::labels::SinkName::Hook
+    }
+
     fn finished(&self, f: &Finished<'_>) {
         self.0.lock().unwrap().push((
             f.tap.tap.to_string(),

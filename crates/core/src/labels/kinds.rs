@@ -80,6 +80,7 @@ kinds! {
     RejectReason: crate::limits::RejectReason = enum, " (refusals)";
     StampReason: crate::labels::StampFallback = enum, " (receive stamps not used)";
     Listener: crate::labels::ListenerName = enum;
+    Sink: crate::labels::SinkName = enum;
     InjectResult: crate::inject::InjectResult = enum, " (usage injection)";
     JoinExportResult: crate::labels::JoinExportResult = enum, " (`tokentap join`: OTLP exports)";
     JoinSpanResult: crate::labels::JoinSpanResult = enum, " (`tokentap join`: spans)";

@@ -239,3 +239,8 @@ label_set! {
     /// A listener's refusals, by reason.
     pub struct ListenerRefusals { ..listener: ListenerLabels, reason: RejectReason }
 }
+
+label_set! {
+    /// A sink's panics, per tap.
+    pub struct SinkPanicLabels { ..tap: TapLabels, sink: Sink }
+}

@@ -196,3 +196,21 @@ label_enum! {
         OtlpGrpc = "otlp_grpc",
     }
 }
+
+label_enum! {
+    /// Where a tap's finished request goes (`tokentap_proxy::sinks`): each
+    /// runs under its own guard, so a panic in one loses only its view.
+    pub enum SinkName {
+        Metrics = "metrics",
+        AccessLog = "access_log",
+        /// A record hook the server was built with (tests, the demo).
+        Hook = "hook",
+        Span = "span",
+        /// The live analyses (`/report`, window gauges).
+        Analysis = "analysis",
+        RecordLog = "record_log",
+        /// The mergeable per-tenant and SLO series.
+        FleetSeries = "fleet_series",
+        Correlator = "correlator",
+    }
+}

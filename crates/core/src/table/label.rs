@@ -47,6 +47,8 @@ pub enum Label {
     StampReason,
     /// A listener that is not a tap.
     Listener,
+    /// Where a finished request goes.
+    Sink,
     /// What usage injection did with a request (the same label name as
     /// `Result`, other values).
     InjectResult,
@@ -74,6 +76,7 @@ impl Label {
             Label::Source => "tokentap.token.source",
             Label::Reason | Label::RejectReason | Label::StampReason => "tokentap.reason",
             Label::Listener => "tokentap.listener",
+            Label::Sink => "tokentap.sink",
             Label::Label => "tokentap.label",
             Label::Version => "tokentap.version",
             Label::Outer => "tokentap.outer",
@@ -113,6 +116,7 @@ impl Label {
             Label::Source => "source",
             Label::Reason | Label::RejectReason | Label::StampReason => "reason",
             Label::Listener => "listener",
+            Label::Sink => "sink",
             Label::Label => "label",
             Label::Version => "version",
             Label::Outer => "outer",

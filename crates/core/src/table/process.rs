@@ -126,6 +126,18 @@ metrics! {
         tests: &[Test::Ttft, Test::ItlDistribution],
     });
 
+    pub const SINK_PANICS: Metric<SinkPanicLabels, Counter> = Metric::new(Spec {
+        name: "tokentap_sink_panics_total",
+        otel_name: "tokentap.sink.panics",
+        unit: Unit::Requests,
+        help: "Finished requests one of a tap's sinks panicked on: that sink's view of the request is lost (its metrics, access-log line, span, live analyses, record-log line, fleet series or correlator record), every other sink still got it, and the bytes had long been forwarded.",
+        buckets: &[],
+        start: "—",
+        end: "—",
+        observed: "each panic, when a sink's guard catches it",
+        tests: &[],
+    });
+
     pub const LISTENER_REFUSED: Metric<ListenerRefusals, Counter> = Metric::new(Spec {
         name: "tokentap_listener_refused_total",
         otel_name: "tokentap.listener.refused",

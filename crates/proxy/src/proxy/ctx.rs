@@ -34,10 +34,10 @@ pub struct RequestCtx {
     pending_request: Option<tokio::task::JoinHandle<Result<RequestInfo, NotJson>>>,
     /// A `traceparent` this tap created, to add to the upstream request.
     pub inject_trace: Option<TraceParent>,
-    /// The request body with `include_usage` added (usage injection).
-    pub injected_body: Option<bytes::Bytes>,
-    /// Cuts the usage chunk the injection caused from the response.
-    pub stripper: Option<tokentap_core::inject::UsageStripper>,
+    /// Usage injection's state for this request (`inject`).
+    pub injection: super::inject::Injection,
+    /// A sink to panic in (`x-tokentap-fault: sink:<name>`, test builds).
+    pub sink_fault: Option<tokentap_core::labels::SinkName>,
     /// Response pieces pingora has yet to write (`held`).
     held: Held,
     /// When the response's pieces arrived (receive stamps, checked).
@@ -99,8 +99,8 @@ impl RequestCtx {
             measure,
             pending_request: None,
             inject_trace: None,
-            injected_body: None,
-            stripper: None,
+            injection: Default::default(),
+            sink_fault: None,
             held: Held::default(),
             arrivals: Arrivals::new(now),
             level,
@@ -154,7 +154,8 @@ impl RequestCtx {
         }
     }
 
-    /// Makes the named `Meter` call panic (`x-tokentap-fault: response_body`)
+    /// Makes the named sink panic on this request (`x-tokentap-fault:
+    /// sink:record_log`), or the named `Meter` call (`x-tokentap-fault: response_body`)
     /// or block for `tokentap_core::record::STALL` each time it runs
     /// (`x-tokentap-fault: stall:response_body`); test builds only: the
     /// guard's promises, shown end to end.
@@ -164,6 +165,10 @@ impl RequestCtx {
         let Some(value) = header.and_then(|h| std::str::from_utf8(h).ok()) else {
             return;
         };
+        if let Some(sink) = value.strip_prefix("sink:") {
+            self.sink_fault = tokentap_core::labels::SinkName::from_label(sink);
+            return;
+        }
         match value.strip_prefix("stall:") {
             Some(name) => MeterCall::from_label(name).map(|c| self.meter.inject_stall(c)),
             None => MeterCall::from_label(value).map(|c| self.meter.inject_fault(c)),

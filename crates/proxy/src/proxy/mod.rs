@@ -10,6 +10,8 @@
 //! workaround for pingora #935 (an empty final request-body piece from an h2
 //! client would be written as a second chunked terminator).
 //!
+//! Usage injection's every step is `inject`'s; the hooks call it.
+//!
 //! Hook order for one request: `new_ctx` (t0) → `early_request_filter`
 //! (path, request id) → `request_filter` (usage injection) →
 //! `upstream_peer` → `upstream_request_filter` →
@@ -25,6 +27,7 @@ mod ctx;
 pub mod errors;
 mod headers;
 mod held;
+mod inject;
 mod raw_body;
 mod stale;
 mod tap;
@@ -43,7 +46,6 @@ use pingora::{Error, ErrorSource, Result};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokentap_core::inject::InjectResult;
 use tokentap_core::limits::{self, HeadSize, RejectReason};
 
 /// The proxy of one tap.
@@ -92,42 +94,6 @@ impl TapProxy {
             .is_some_and(|max| self.tap.in_flight.get() > max as i64);
         over.then_some(RejectReason::TooManyStreams)
     }
-
-    /// Usage injection: reads an eligible request's body whole (pingora
-    /// keeps it in its retry buffer and sends that upstream) and keeps the
-    /// rewritten body for `request_body_filter`.
-    async fn prepare_injection(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<()> {
-        use tokentap_core::inject::{eligibility, Eligibility};
-        let req = session.req_header();
-        match eligibility(
-            req.method == http::Method::POST,
-            ctx.meter.dialect(),
-            ctx.meter.operation(),
-            content_length(&req.headers),
-            req.headers.contains_key(http::header::TRANSFER_ENCODING),
-        ) {
-            Eligibility::NotApplicable => return Ok(()),
-            Eligibility::TooLarge => {
-                self.tap.injection(InjectResult::TooLarge);
-                return Ok(());
-            }
-            Eligibility::Read => {}
-        }
-        session.enable_retry_buffering();
-        while session.read_request_body().await?.is_some() {}
-        let Some(body) = session.get_retry_buffer() else {
-            self.tap.injection(InjectResult::TooLarge);
-            return Ok(());
-        };
-        match tokentap_core::inject::rewrite(&body) {
-            Ok(new) => {
-                ctx.injected_body = Some(Bytes::from(new));
-                self.tap.injection(InjectResult::Injected);
-            }
-            Err(skip) => self.tap.injection(skip.result()),
-        }
-        Ok(())
-    }
 }
 
 #[async_trait]
@@ -171,9 +137,7 @@ impl ProxyHttp for TapProxy {
     }
 
     async fn request_filter(&self, session: &mut Session, ctx: &mut Self::CTX) -> Result<bool> {
-        if ctx.measure && ctx.settings.config.inject_usage {
-            self.prepare_injection(session, ctx).await?;
-        }
+        inject::prepare(&self.tap, session, ctx).await?;
         Ok(false)
     }
 
@@ -204,10 +168,7 @@ impl ProxyHttp for TapProxy {
         if let Some(t) = ctx.inject_trace {
             upstream_request.insert_header(headers::TRACEPARENT.clone(), t.to_string())?;
         }
-        if let Some(b) = &ctx.injected_body {
-            upstream_request.insert_header(http::header::CONTENT_LENGTH, b.len().to_string())?;
-        }
-        Ok(())
+        inject::upstream_head(ctx, upstream_request)
     }
 
     async fn request_body_filter(
@@ -223,12 +184,7 @@ impl ProxyHttp for TapProxy {
         if ctx.measure {
             ctx.request_body(body.as_deref().unwrap_or_default(), end_of_stream);
         }
-        // The client's body was measured; the upstream gets the rewritten
-        // one (the whole body arrives here at once, from the retry buffer,
-        // again on a retry).
-        if let Some(new) = &ctx.injected_body {
-            *body = end_of_stream.then(|| new.clone());
-        }
+        inject::request_body(ctx, body, end_of_stream);
         Ok(())
     }
 
@@ -250,13 +206,7 @@ impl ProxyHttp for TapProxy {
                     == tokentap_core::decode::BodyKind::Sse
             })
         };
-        if ctx.settings.config.inject_usage
-            && ctx.injected_body.is_some()
-            && resp.status.is_success()
-            && sse()
-        {
-            ctx.stripper = Some(tokentap_core::inject::UsageStripper::default());
-        }
+        inject::response_head(ctx, resp, sse());
         ctx.response_head(now, resp.status.as_u16(), h);
         Ok(())
     }
@@ -298,19 +248,7 @@ impl ProxyHttp for TapProxy {
         end_of_stream: bool,
         ctx: &mut Self::CTX,
     ) -> Result<Option<Duration>> {
-        let Some(stripper) = ctx.stripper.as_mut() else {
-            return Ok(None);
-        };
-        let piece = body.as_deref().unwrap_or_default();
-        if let tokentap_core::inject::Out::Bytes(b) = stripper.filter(piece, end_of_stream) {
-            *body = (!b.is_empty()).then(|| Bytes::from(b));
-        }
-        if end_of_stream {
-            if let Some(result) = stripper.result() {
-                self.tap.injection(result);
-            }
-            ctx.stripper = None;
-        }
+        inject::response_body(&self.tap, ctx, body, end_of_stream);
         Ok(None)
     }
 
@@ -335,6 +273,8 @@ impl ProxyHttp for TapProxy {
                 series: ctx.sink.series(),
                 offsets: offsets.as_ref(),
                 settings: &ctx.settings,
+                panics: &self.tap.panics,
+                fault: ctx.sink_fault,
             });
         }));
         if emitted.is_err() {

@@ -30,7 +30,7 @@ pub const INVALID_CHUNK: ErrorType = ErrorType::new("InvalidChunk");
 /// Relays the rest of the body, or declines (`Ok(false)`, nothing read)
 /// where the body is rewritten on its way (usage injection's stripper).
 pub async fn relay(relay: &mut RawBodyRelay<'_>, ctx: &mut RequestCtx) -> Result<bool> {
-    if ctx.stripper.is_some() {
+    if ctx.injection.rewrites_response() {
         return Ok(false);
     }
     // `scan` decides what is written; `measured` scans the same bytes

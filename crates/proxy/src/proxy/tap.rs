@@ -7,7 +7,7 @@
 use super::upstream_io::TimedConnector;
 use crate::config::TapConfig;
 use crate::metrics::{InFlight, Metrics, TapLabels};
-use crate::sinks::{EventObserver, Finished, RecordSink};
+use crate::sinks::{EventObserver, Finished, RecordSink, SinkPanics};
 use arc_swap::ArcSwap;
 use pingora::upstreams::peer::HttpPeer;
 use pingora::utils::tls::{parse_x509, WrappedX509};
@@ -61,6 +61,8 @@ pub struct Tap {
     pub correlator: Option<Arc<Correlator>>,
     /// Where a finished request goes, in order (`sinks::for_tap`).
     sinks: Vec<Arc<dyn RecordSink>>,
+    /// Each sink's guard and its panic counter.
+    pub panics: SinkPanics,
     /// Requests are fingerprinted (a join needs it: this process's
     /// correlator, or a joiner reading the spans).
     pub fingerprint: bool,
@@ -120,6 +122,7 @@ impl Tap {
             });
         Tap {
             settings: ArcSwap::from_pointee(TapSettings::new(config)),
+            panics: SinkPanics::new(parts.metrics.clone(), labels.clone()),
             labels,
             metrics: parts.metrics,
             in_flight,
@@ -137,10 +140,13 @@ impl Tap {
         self.event_cap
     }
 
-    /// Hands a finished request to every sink of the tap.
+    /// Hands a finished request to every sink of the tap, each under its
+    /// own guard: a sink that panics loses its own view only.
     pub fn emit(&self, finished: &Finished<'_>) {
         for sink in &self.sinks {
-            sink.finished(finished);
+            let fault = finished.fault.filter(|_| !sink.guards_its_parts());
+            self.panics
+                .guard(sink.name(), fault, || sink.finished(finished));
         }
     }
 

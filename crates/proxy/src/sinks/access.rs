@@ -8,6 +8,10 @@ use std::time::Duration;
 pub struct AccessLog;
 
 impl RecordSink for AccessLog {
+    fn name(&self) -> tokentap_core::labels::SinkName {
+        tokentap_core::labels::SinkName::AccessLog
+    }
+
     fn finished(&self, f: &Finished<'_>) {
         let Some(rate) = f.settings.config.access_log else {
             return;

@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use tokentap_core::analysis::live::TapLive;
 use tokentap_core::analysis::load::meets;
 use tokentap_core::analysis::{Sample, Slo};
-use tokentap_core::labels::{SloJudged, SloResult, TapLabels, TenantRequests};
+use tokentap_core::labels::{SinkName, SloJudged, SloResult, TapLabels, TenantRequests};
 use tokentap_core::table;
 
 pub struct AnalysisSink {
@@ -134,6 +134,15 @@ impl FleetSeries {
 }
 
 impl RecordSink for AnalysisSink {
+    fn name(&self) -> SinkName {
+        SinkName::Analysis
+    }
+
+    fn guards_its_parts(&self) -> bool {
+        true
+    }
+
+    /// One sample, then its three consumers, each under its own guard.
     fn finished(&self, f: &Finished<'_>) {
         let (micros, truncated) = f
             .offsets
@@ -146,17 +155,15 @@ impl RecordSink for AnalysisSink {
             micros,
             truncated,
         );
-        self.fleet.record(&sample);
-        match (&self.live, &self.record_log) {
-            (Some(live), Some(log)) => {
-                log.write(sample.clone());
-                live.push(sample);
-            }
-            (Some(live), None) => {
-                live.push(sample);
-            }
-            (None, Some(log)) => log.write(sample),
-            (None, None) => {}
+        let guard = |name, run: &mut dyn FnMut()| f.panics.guard(name, f.fault, run);
+        guard(SinkName::FleetSeries, &mut || self.fleet.record(&sample));
+        if let Some(log) = &self.record_log {
+            guard(SinkName::RecordLog, &mut || log.write(sample.clone()));
+        }
+        if let Some(live) = &self.live {
+            guard(SinkName::Analysis, &mut || {
+                live.push(sample.clone());
+            });
         }
     }
 }

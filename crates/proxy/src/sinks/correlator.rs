@@ -8,6 +8,10 @@ use tokentap_core::tap::Boundary;
 pub struct CorrelatorSink(pub Arc<Correlator>);
 
 impl RecordSink for CorrelatorSink {
+    fn name(&self) -> tokentap_core::labels::SinkName {
+        tokentap_core::labels::SinkName::Correlator
+    }
+
     fn finished(&self, f: &Finished<'_>) {
         let r = f.record;
         let (events, events_truncated) = f

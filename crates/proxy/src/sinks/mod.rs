@@ -4,9 +4,12 @@
 //!
 //! The sinks: metrics (Prometheus and OTel), the access log, the record
 //! hooks a server was built with (tests, the demo), the OTLP span, the
-//! live analyses and the record log, the correlator. All run inline at the
-//! end of a request, so each must be cheap and never block (the span,
-//! record-log and correlator sinks only queue).
+//! live analyses, the record log and the fleet series, the correlator. All
+//! run inline at the end of a request, so each must be cheap and never
+//! block (the span, record-log and correlator sinks only queue). Each runs
+//! under its own guard (`SinkPanics::guard`): a panic in one loses that
+//! sink's view of the request, counted in `tokentap_sink_panics_total`,
+//! never the others'.
 //!
 //! Also `EventObserver`, the per-token-event extension point (tests).
 
@@ -21,9 +24,10 @@ pub use correlator::CorrelatorSink;
 use crate::metrics::series::ModelSeries;
 use crate::metrics::{Metrics, Offsets};
 use crate::proxy::TapSettings;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use tokentap_core::correlate::AttributionSink;
-use tokentap_core::labels::{ModelLabel, TapLabels};
+use tokentap_core::labels::{ModelLabel, SinkName, SinkPanicLabels, TapLabels};
 use tokentap_core::record::{RequestRecord, TokenEvent};
 use tokentap_telemetry::otlp::spans::SpanPipeline;
 
@@ -41,12 +45,75 @@ pub struct Finished<'a> {
     pub offsets: Option<&'a Offsets>,
     /// The tap's settings as they were when the request arrived.
     pub settings: &'a TapSettings,
+    /// Runs each sink (and each part of one) under its own guard.
+    pub panics: &'a SinkPanics,
+    /// A sink to panic in (`x-tokentap-fault: sink:<name>`; test builds
+    /// only, else always `None`).
+    pub fault: Option<SinkName>,
 }
 
 /// Receives every finished request of a tap.
 pub trait RecordSink: Send + Sync {
+    /// What it is, for its guard's counter.
+    fn name(&self) -> SinkName;
+    /// Whether it runs its parts under guards of their own (each named):
+    /// an injected fault then goes to the part it names.
+    fn guards_its_parts(&self) -> bool {
+        false
+    }
     fn finished(&self, f: &Finished<'_>);
 }
+
+/// A tap's sink guards: each sink runs under `catch_unwind` of its own.
+pub struct SinkPanics {
+    metrics: Arc<Metrics>,
+    tap: TapLabels,
+}
+
+impl SinkPanics {
+    /// Also creates the tap's series at 0.
+    pub fn new(metrics: Arc<Metrics>, tap: TapLabels) -> Self {
+        for sink in SinkName::ALL {
+            let labels = SinkPanicLabels {
+                tap: tap.clone(),
+                sink,
+            };
+            metrics.touch(&tokentap_core::table::SINK_PANICS, &labels);
+        }
+        SinkPanics { metrics, tap }
+    }
+
+    /// Runs `f`, the `name` sink's part of a request: a panic is counted
+    /// and logged, and goes no further.
+    pub fn guard(&self, name: SinkName, fault: Option<SinkName>, f: impl FnOnce()) {
+        let ran = catch_unwind(AssertUnwindSafe(|| {
+            fault_point(name, fault);
+            f()
+        }));
+        if ran.is_err() {
+            let labels = SinkPanicLabels {
+                tap: self.tap.clone(),
+                sink: name,
+            };
+            self.metrics
+                .add(&tokentap_core::table::SINK_PANICS, &labels, 1);
+            tracing::error!(tap = %self.tap.tap, sink = name.as_str(), "a sink panicked; its view of this request is lost");
+        }
+    }
+}
+
+/// Panics when a test asked this sink to (`fault-injection` builds only).
+#[cfg(feature = "fault-injection")]
+#[allow(clippy::panic)]
+fn fault_point(name: SinkName, fault: Option<SinkName>) {
+    if fault == Some(name) {
+        panic!("fault injected in sink {}", name.as_str());
+    }
+}
+
+#[cfg(not(feature = "fault-injection"))]
+#[inline(always)]
+fn fault_point(_: SinkName, _: Option<SinkName>) {}
 
 /// Receives every token-bearing event as it passes (per chunk: keep it O(1)).
 pub trait EventObserver: Send + Sync {
@@ -68,6 +135,10 @@ pub struct Hooks {
 pub struct MetricsSink(pub Arc<Metrics>);
 
 impl RecordSink for MetricsSink {
+    fn name(&self) -> SinkName {
+        SinkName::Metrics
+    }
+
     fn finished(&self, f: &Finished<'_>) {
         self.0.record_in(f.series, f.tap, f.model, f.record);
     }
@@ -77,6 +148,10 @@ impl RecordSink for MetricsSink {
 pub struct SpanSink(pub Arc<SpanPipeline>);
 
 impl RecordSink for SpanSink {
+    fn name(&self) -> SinkName {
+        SinkName::Span
+    }
+
     fn finished(&self, f: &Finished<'_>) {
         let events = f.offsets.map(|o| o.micros.as_slice());
         let hop = match f.tap.boundary {
