@@ -115,7 +115,7 @@ async fn a_panic_in_one_sink_loses_only_its_view_and_is_counted() {
                 ),
                 (
                     SinkName::AccessLog,
-                    access.lock().unwrap().iter().any(|l| *l == id),
+                    access.lock().unwrap().contains(&id),
                 ),
                 (
                     SinkName::Hook,
