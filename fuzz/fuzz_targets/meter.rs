@@ -1,2 +1,2 @@
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| tokentap_core::fuzzing::meter(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| tokentap_core::fuzzing::meter(data, std::time::Instant::now()));

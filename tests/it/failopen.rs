@@ -9,8 +9,9 @@
 use crate::support::*;
 use sha2::{Digest, Sha256};
 use std::time::{Duration, Instant};
-use tokentap_core::record::{MeasureError, MeterCall, Outcome, RequestRecord, STALL};
+use tokentap_core::record::{MeasureError, MeterCall, Outcome, RequestRecord};
 use tokentap_net::client;
+use tokentap_proxy::proxy::STALL;
 use tokentap_sim::Profile;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -113,10 +113,7 @@ async fn a_panic_in_one_sink_loses_only_its_view_and_is_counted() {
                     SinkName::Metrics,
                     prom_totals(&scrape, "tokentap_requests_total").0 > requests_before,
                 ),
-                (
-                    SinkName::AccessLog,
-                    access.lock().unwrap().contains(&id),
-                ),
+                (SinkName::AccessLog, access.lock().unwrap().contains(&id)),
                 (
                     SinkName::Hook,
                     tap.records

@@ -287,6 +287,7 @@ async fn each_driver_workload_is_recognised_as_its_reference_shape() {
             &mine,
             0,
             &tokentap_core::analysis::AnalysisSettings::default(),
+            std::time::Instant::now(),
         );
         let w = &report.taps[0].analysis.workload;
         seen.push((expected, w.resembles, w.why.clone()));

@@ -105,7 +105,8 @@ pub fn request(data: &[u8]) {
 
 /// A whole request through the `Meter`: the first byte picks the response
 /// kind, the rest is the body in fuzzer-chosen pieces.
-pub fn meter(data: &[u8]) {
+/// `t0` is the request's start (the fuzz target reads the clock).
+pub fn meter(data: &[u8], t0: Instant) {
     let Some((&kind, body)) = data.split_first() else {
         return;
     };
@@ -114,8 +115,8 @@ pub fn meter(data: &[u8]) {
         json_body_bytes: 8192,
         sse: LIMITS,
     };
-    let t0 = Instant::now();
-    let mut m = Meter::new(t0, SystemTime::now(), limits).with_prefixes(true);
+    let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let mut m = Meter::new(t0, wall, limits).with_prefixes(true);
     let req = br#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
     m.request_head("/v1/chat/completions", Some(b"f-1"), Some(req.len() as u64));
     let _ = m.request_body(req, true);
@@ -159,7 +160,7 @@ pub fn chunked(data: &[u8]) {
 /// join record (`correlate::span::record`), as in the joiner. Invariant:
 /// the reader's counts add up, and no more spans are handed on than the
 /// cap lets through.
-pub fn otlp(data: &[u8]) {
+pub fn otlp(data: &[u8], t0: Instant) {
     use crate::otlp::{read, Attrs, Encoding, Limits};
     let Some((pick, body)) = data.split_first() else {
         return;
@@ -173,7 +174,6 @@ pub fn otlp(data: &[u8]) {
         max_spans: 64,
         max_span_bytes: 4096,
     };
-    let t0 = std::time::Instant::now();
     let mut handed = 0u64;
     if let Ok(s) = read(body, encoding, limits, |span| {
         handed += 1;
@@ -192,15 +192,16 @@ pub fn otlp(data: &[u8]) {
     }
 }
 
-/// A target's name (its corpus directory) and entry point.
-pub type Target = (&'static str, fn(&[u8]));
+/// A target's name (its corpus directory) and entry point (the bytes, and
+/// an instant for the targets that need one: the caller reads the clock).
+pub type Target = (&'static str, fn(&[u8], Instant));
 
 pub const TARGETS: [Target; 6] = [
-    ("sse", sse),
-    ("classify", classify),
-    ("request", request),
+    ("sse", |d, _| sse(d)),
+    ("classify", |d, _| classify(d)),
+    ("request", |d, _| request(d)),
     ("meter", meter),
-    ("chunked", chunked),
+    ("chunked", |d, _| chunked(d)),
     ("otlp", otlp),
 ];
 
@@ -218,7 +219,7 @@ mod tests {
                 std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
             for entry in entries {
                 let data = std::fs::read(entry.unwrap().path()).unwrap();
-                target(&data);
+                target(&data, Instant::now());
                 runs += 1;
             }
         }
@@ -229,7 +230,7 @@ mod tests {
         #[test]
         fn arbitrary_bytes_never_panic(data in proptest::collection::vec(proptest::num::u8::ANY, 0..2048)) {
             for (_, target) in TARGETS {
-                target(&data);
+                target(&data, Instant::now());
             }
         }
     }

@@ -49,7 +49,7 @@ impl Analyses {
         let live = Arc::new(Live::new(
             cfg.settings.clone(),
             &taps,
-            now_ms(),
+            (now_ms(), std::time::Instant::now()),
             sinks,
             scraper.clone().map(|s| s as Arc<dyn EngineSource>),
         ));

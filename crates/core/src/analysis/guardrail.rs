@@ -101,7 +101,9 @@ fn rank(b: Boundary) -> u8 {
     }
 }
 
-pub fn analyze(samples: &[&Sample]) -> GuardrailReport {
+/// The guardrail report of the joined samples; `base` is any instant (the
+/// samples' wall times are laid on the monotonic clock from it).
+pub fn analyze(samples: &[&Sample], base: Instant) -> GuardrailReport {
     let mut traces: HashMap<&str, Vec<&Sample>> = HashMap::new();
     for s in samples {
         if let Some(t) = s.trace_id.as_deref() {
@@ -112,7 +114,6 @@ pub fn analyze(samples: &[&Sample]) -> GuardrailReport {
     let mut hops: BTreeMap<String, (HopStats, Vec<f64>)> = BTreeMap::new();
     let (mut per_req, mut inp, mut outp, mut ttft_o, mut e2e_o) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let base = Instant::now();
     for group in traces.values().filter(|g| g.len() >= 2) {
         r.joined_requests += 1;
         let first = group
@@ -239,7 +240,7 @@ mod tests {
             },
         ];
         let refs: Vec<&Sample> = v.iter().collect();
-        let r = analyze(&refs);
+        let r = analyze(&refs, Instant::now());
         assert_eq!(r.joined_requests, 1);
         assert_eq!(r.guarded_requests, 1);
         assert_eq!(r.hops.len(), 1);
@@ -267,7 +268,7 @@ mod tests {
             s.origin = i as u32;
         }
         let refs: Vec<&Sample> = v.iter().collect();
-        let r = analyze(&refs);
+        let r = analyze(&refs, Instant::now());
         assert_eq!(r.hops[0].calls, 2);
         assert_eq!(
             r.hops[0].input_phase_calls, 1,

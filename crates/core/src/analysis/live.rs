@@ -126,14 +126,17 @@ pub struct Live {
     latest: arc_swap::ArcSwapOption<Report>,
     sinks: Vec<Arc<dyn WindowSink>>,
     engines: Option<Arc<dyn EngineSource>>,
+    /// Any instant, for analyses that need the monotonic clock's type.
+    base: std::time::Instant,
 }
 
 impl Live {
-    /// `taps`: name and boundary of each tap; `now_ms` opens the first window.
+    /// `taps`: name and boundary of each tap; `now_ms` opens the first
+    /// window (and `base` is the same moment on the monotonic clock).
     pub fn new(
         settings: AnalysisSettings,
         taps: &[(String, &'static str)],
-        now_ms: f64,
+        (now_ms, base): (f64, std::time::Instant),
         sinks: Vec<Arc<dyn WindowSink>>,
         engines: Option<Arc<dyn EngineSource>>,
     ) -> Live {
@@ -163,6 +166,7 @@ impl Live {
             settings,
             sinks,
             engines,
+            base,
         }
     }
 
@@ -207,6 +211,7 @@ impl Live {
                     end_unix_ms: now_ms,
                 },
                 settings: s,
+                base: self.base,
             };
             let mut analysis = analyze(&input, &mut hist.memory, Some(conc));
             hist.points.push_back(point(&analysis));
@@ -284,7 +289,13 @@ mod tests {
             max_window_samples: 3,
             ..AnalysisSettings::default()
         };
-        let live = Live::new(settings, &[("t".into(), "engine")], 0.0, vec![], None);
+        let live = Live::new(
+            settings,
+            &[("t".into(), "engine")],
+            (0.0, std::time::Instant::now()),
+            vec![],
+            None,
+        );
         let t = live.tap("t").unwrap();
         assert!(live.latest().is_none());
         // Two requests overlapping for the second half of the window.

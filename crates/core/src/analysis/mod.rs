@@ -182,6 +182,9 @@ pub struct Input<'a> {
     pub all_taps: &'a [&'a Sample],
     pub scope: Scope,
     pub settings: &'a AnalysisSettings,
+    /// Any instant: the guardrail join lays the samples' wall times on the
+    /// monotonic clock from it (the core reads no clock; its callers do).
+    pub base: std::time::Instant,
 }
 
 /// Analyses one tap's samples over a span. `memory` carries prompt
@@ -199,6 +202,7 @@ pub fn analyze(
         all_taps,
         scope,
         settings,
+        base,
     } = *input;
     let secs = scope.seconds();
     let llm: Vec<&Sample> = samples
@@ -331,7 +335,7 @@ pub fn analyze(
             .copied()
             .filter(|s| s.trace_id.as_deref().is_some_and(|t| mine.contains(t)))
             .collect();
-        let g = guardrail::analyze(&joined);
+        let g = guardrail::analyze(&joined, base);
         if g.joined_requests > 0 {
             Test::Measured(g)
         } else {

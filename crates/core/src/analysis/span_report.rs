@@ -60,6 +60,7 @@ pub fn build(
     samples: &[Sample],
     skipped_lines: usize,
     settings: &AnalysisSettings,
+    base: std::time::Instant,
 ) -> Report {
     let mut all: Vec<&Sample> = samples.iter().collect();
     all.sort_by(|a, b| a.start_unix_ms.total_cmp(&b.start_unix_ms));
@@ -69,7 +70,7 @@ pub fn build(
     }
     let reports = taps
         .into_iter()
-        .map(|((tap, boundary), mine)| tap_report(tap, boundary, &mine, &all, settings))
+        .map(|((tap, boundary), mine)| tap_report(tap, boundary, &mine, &all, settings, base))
         .collect();
     Report {
         tool: "tokentap",
@@ -90,6 +91,7 @@ fn tap_report(
     mine: &[&Sample],
     all: &[&Sample],
     settings: &AnalysisSettings,
+    base: std::time::Instant,
 ) -> TapReport {
     let start = mine
         .iter()
@@ -130,6 +132,7 @@ fn tap_report(
                 all_taps: all,
                 scope: window_scope,
                 settings,
+                base,
             };
             let a = analyze(&input, &mut memory, Some(load));
             // A trailing window shorter than half a window would turn a few
@@ -148,6 +151,7 @@ fn tap_report(
         all_taps: all,
         scope,
         settings,
+        base,
     };
     let mut analysis = analyze(&input, &mut PrefixMemory::default(), None);
     finish(&mut analysis, points, settings);
@@ -228,7 +232,7 @@ mod tests {
             .map(|i| req("a", f64::from(i) * 100.0, 20.0, 50.0))
             .collect();
         v.push(req("b", 0.0, 20.0, 50.0));
-        let r = build("test", &v, 2, &settings);
+        let r = build("test", &v, 2, &settings, std::time::Instant::now());
         assert_eq!(r.taps.len(), 2);
         assert_eq!(r.skipped_lines, 2);
         let a = &r.taps[0];

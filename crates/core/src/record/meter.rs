@@ -10,11 +10,9 @@
 use super::types::*;
 use crate::decode::capped::CappedBuf;
 use crate::decode::dialect::{Dialect, DialectSource};
-use crate::decode::event::Usage;
 use crate::decode::inflate::{ContentEncoding, Inflater};
 use crate::decode::ndjson::NdjsonDecoder;
 use crate::decode::request::{self, RequestInfo};
-use crate::decode::shape::Shape;
 use crate::decode::sse::{SseDecoder, SseLimits};
 use crate::decode::tokens::Estimator;
 use crate::decode::{verdict, BodyKind, Operation};
@@ -78,47 +76,69 @@ pub struct Meter {
     t0: Instant,
     started_at: SystemTime,
     limits: MeterLimits,
-    /// Hashes of the prompt to compute (`with_fingerprint`, `with_prefixes`).
-    hashes: request::Hashes,
-    /// Tenant key (configured header value or API-key hash), set by the proxy.
-    tenant: Option<String>,
-    /// Requests in flight at this tap when this one started (itself included).
-    in_flight: u32,
-    /// Read a guardrail verdict from JSON answers (`with_verdict`).
-    read_verdict: bool,
-    verdict: Option<Verdict>,
-    trace: Option<TraceParent>,
-    trace_created: bool,
-    operation: Operation,
-    dialect: Dialect,
-    /// How `dialect` was chosen; `None` while it is unknown (and for
-    /// anything that is no LLM call).
-    dialect_source: Option<DialectSource>,
-    /// The path named no dialect and none is configured: the response's
-    /// first event (or JSON body) decides (`decode::detect`).
-    sniffing: bool,
-    /// The model a path names (`…/models/{model}:generateContent`,
-    /// `/models/{org}/{name}`), when the body names none.
-    path_model: Option<String>,
-    /// The tap's configured dialect, replacing the path's.
-    forced_dialect: Option<Dialect>,
-    request_id: Option<String>,
-    req_body: CappedBuf,
-    request: RequestInfo,
-    request_error: Option<MeasureError>,
-    status: Option<u16>,
-    t_headers: Option<Instant>,
-    t_body_end: Option<Instant>,
-    body_kind: BodyKind,
-    /// What the response body is decoded with (one state, see `body`).
-    body: Body,
-    response_bytes: u64,
+    /// What the request's path and the tap's config decided.
+    route: Route,
+    /// What is kept of the request.
+    req: RequestSide,
+    /// The load the request arrived into (analyses).
+    load: Load,
+    /// What is kept of the response but its decoded events.
+    resp: ResponseSide,
+    /// What the decoded events tell.
     stream: StreamState,
     /// A call to make panic (tests of the fail-open guard).
     #[cfg(feature = "fault-injection")]
     fault: Option<MeterCall>,
-    #[cfg(feature = "fault-injection")]
-    stall: Option<MeterCall>,
+}
+
+/// What the request's path and the tap's config decided.
+#[derive(Debug)]
+struct Route {
+    operation: Operation,
+    dialect: DialectChoice,
+    /// The tap's configured dialect, replacing the path's.
+    forced: Option<Dialect>,
+    /// The model a path names (`…/models/{model}:generateContent`,
+    /// `/models/{org}/{name}`), when the body names none.
+    path_model: Option<String>,
+}
+
+/// What is kept of the request.
+#[derive(Debug)]
+struct RequestSide {
+    id: Option<String>,
+    /// The capped private copy of the body, until it is parsed.
+    body: CappedBuf,
+    info: RequestInfo,
+    error: Option<MeasureError>,
+    trace: Option<TraceParent>,
+    trace_created: bool,
+    /// Hashes of the prompt to compute (`with_fingerprint`, `with_prefixes`).
+    hashes: request::Hashes,
+}
+
+/// The load a request arrived into, set by the proxy.
+#[derive(Debug, Default)]
+struct Load {
+    /// Tenant key (configured header value or API-key hash).
+    tenant: Option<String>,
+    /// Requests in flight at this tap when this one started (itself included).
+    in_flight: u32,
+}
+
+/// What is kept of the response but its decoded events.
+#[derive(Debug)]
+struct ResponseSide {
+    status: Option<u16>,
+    t_headers: Option<Instant>,
+    t_body_end: Option<Instant>,
+    kind: BodyKind,
+    /// What the body is decoded with (one state, see `body`).
+    body: Body,
+    bytes: u64,
+    /// Read a guardrail verdict from JSON answers (`with_verdict`).
+    read_verdict: bool,
+    verdict: Option<Verdict>,
 }
 
 impl Meter {
@@ -127,110 +147,84 @@ impl Meter {
             t0,
             started_at,
             limits,
-            hashes: request::Hashes::default(),
-            tenant: None,
-            in_flight: 0,
-            read_verdict: false,
-            verdict: None,
-            trace: None,
-            trace_created: false,
-            operation: Operation::Other,
-            dialect: Dialect::OpenAi,
-            dialect_source: None,
-            sniffing: false,
-            path_model: None,
-            forced_dialect: None,
-            request_id: None,
-            req_body: CappedBuf::new(limits.request_body_bytes),
-            request: RequestInfo::default(),
-            request_error: None,
-            status: None,
-            t_headers: None,
-            t_body_end: None,
-            body_kind: BodyKind::Opaque,
-            body: Body::Idle,
-            response_bytes: 0,
+            route: Route {
+                operation: Operation::Other,
+                dialect: DialectChoice::NotLlm(Dialect::OpenAi),
+                forced: None,
+                path_model: None,
+            },
+            req: RequestSide {
+                id: None,
+                body: CappedBuf::new(limits.request_body_bytes),
+                info: RequestInfo::default(),
+                error: None,
+                trace: None,
+                trace_created: false,
+                hashes: request::Hashes::default(),
+            },
+            load: Load::default(),
+            resp: ResponseSide {
+                status: None,
+                t_headers: None,
+                t_body_end: None,
+                kind: BodyKind::Opaque,
+                body: Body::Idle,
+                bytes: 0,
+                read_verdict: false,
+                verdict: None,
+            },
             #[cfg(feature = "fault-injection")]
             fault: None,
-            #[cfg(feature = "fault-injection")]
-            stall: None,
-            stream: StreamState {
-                t0,
-                t_first_event: None,
-                t_first_token: None,
-                t_first_visible: None,
-                prev_token: None,
-                events: 0,
-                token_events: 0,
-                reasoning_events: 0,
-                tool_call_events: 0,
-                comments: 0,
-                choice_deltas: 0,
-                gaps: GapStats::default(),
-                usage: Usage::default(),
-                estimator: None,
-                estimated: 0,
-                last_completion_tokens: None,
-                prev_token_had_usage: false,
-                finish: None,
-                done: false,
-                error_event: false,
-                response_model: None,
-                engine_timing: None,
-                measure_error: None,
-                detected: None,
-                usage_from_extension: false,
-                shape: Shape::default(),
-            },
+            stream: StreamState::new(t0),
         }
     }
 
     /// Also fingerprint the request (for joining records across taps).
     pub fn with_fingerprint(mut self, on: bool) -> Self {
-        self.hashes.fingerprint = on;
+        self.req.hashes.fingerprint = on;
         self
     }
 
     /// Also fingerprint the prompt's prefixes (prefix-cache analysis).
     pub fn with_prefixes(mut self, on: bool) -> Self {
-        self.hashes.prefixes = on;
+        self.req.hashes.prefixes = on;
         self
     }
 
     /// The tenant key and the tap's in-flight level at the start (analyses).
     pub fn set_load_context(&mut self, tenant: Option<String>, in_flight: u32) {
-        self.tenant = tenant;
-        self.in_flight = in_flight;
+        self.load.tenant = tenant;
+        self.load.in_flight = in_flight;
     }
 
     /// Estimate tokens with this tokenizer where nothing reports them.
     pub fn with_estimator(mut self, estimator: Option<Estimator>) -> Self {
-        self.hashes.estimate = estimator;
-        self.stream.estimator = estimator;
+        self.req.hashes.estimate = estimator;
+        self.stream.tokens.estimator = estimator;
         self
     }
 
     /// Read every request in this dialect, whatever its path says.
     pub fn with_dialect(mut self, dialect: Option<Dialect>) -> Self {
-        self.forced_dialect = dialect;
+        self.route.forced = dialect;
         self
     }
 
     /// Also read a guardrail verdict from JSON answers of any path.
     pub fn with_verdict(mut self, on: bool) -> Self {
-        self.read_verdict = on;
+        self.resp.read_verdict = on;
         self
     }
 
     /// The hashes to compute where the request body is parsed.
     pub fn hashes(&self) -> request::Hashes {
-        self.hashes
+        self.req.hashes
     }
 
     /// The request's trace context (read, or `created` by the tap).
     pub fn set_trace(&mut self, trace: Option<TraceParent>, created: bool) {
-        self.trace = trace;
-        self.trace_created = created;
+        self.req.trace = trace;
+        self.req.trace_created = created;
     }
 
     pub fn started(&self) -> Instant {
@@ -238,29 +232,34 @@ impl Meter {
     }
 
     pub fn operation(&self) -> Operation {
-        self.operation
+        self.route.operation
     }
 
     pub fn dialect(&self) -> Dialect {
-        self.dialect
+        self.route.dialect.dialect()
     }
 
     /// How the dialect was chosen (`None` until it is known).
     pub fn dialect_source(&self) -> Option<DialectSource> {
-        self.dialect_source
+        self.route.dialect.source()
     }
 
     /// The requested model, once the request body has been read (or the
     /// one the path names, when the body names none).
     pub fn requested_model(&self) -> Option<&str> {
-        self.request.model.as_deref().or(self.path_model.as_deref())
+        self.req
+            .info
+            .model
+            .as_deref()
+            .or(self.route.path_model.as_deref())
     }
 
     /// The request asked to stream (or, unknown, the response is SSE).
     pub fn is_stream(&self) -> bool {
-        self.request
+        self.req
+            .info
             .stream
-            .unwrap_or(matches!(self.body_kind, BodyKind::Sse | BodyKind::Ndjson))
+            .unwrap_or(matches!(self.resp.kind, BodyKind::Sse | BodyKind::Ndjson))
     }
 
     /// The request line and headers: path, `x-request-id`, `Content-Length`.
@@ -271,12 +270,12 @@ impl Meter {
         content_length: Option<u64>,
     ) {
         self.choose_dialect(path);
-        self.request_id = request_id
+        self.req.id = request_id
             .filter(|id| id.len() <= MAX_REQUEST_ID && id.iter().all(|b| b.is_ascii_graphic()))
             .and_then(|id| std::str::from_utf8(id).ok())
             .map(str::to_owned);
         if let (true, Some(len)) = (self.may_be_llm(), content_length) {
-            self.req_body.reserve_for(len);
+            self.req.body.reserve_for(len);
         }
         self.fault_point(MeterCall::RequestHead);
     }
@@ -290,26 +289,29 @@ impl Meter {
         if !self.may_be_llm() {
             return None;
         }
-        self.req_body.push(piece);
+        self.req.body.push(piece);
         if !end {
             return None;
         }
         self.fault_point(MeterCall::RequestBody);
-        match self.req_body.bytes() {
-            None => self.request_error = Some(MeasureError::RequestBodyTooLarge),
+        match self.req.body.bytes() {
+            None => self.req.error = Some(MeasureError::RequestBodyTooLarge),
             Some([]) => {}
-            Some(b) if b.len() > self.inline_parse_bytes() => return Some(self.req_body.take()),
+            Some(b) if b.len() > self.inline_parse_bytes() => return Some(self.req.body.take()),
             Some(b) => {
-                let parsed = request::parse_request_with(b, self.hashes);
+                let parsed = request::parse_request_with(b, self.req.hashes);
                 self.set_request(parsed);
             }
         }
-        self.req_body.release();
+        self.req.body.release();
         None
     }
 
     fn inline_parse_bytes(&self) -> usize {
-        if self.hashes.fingerprint || self.hashes.prefixes || self.hashes.estimate.is_some() {
+        if self.req.hashes.fingerprint
+            || self.req.hashes.prefixes
+            || self.req.hashes.estimate.is_some()
+        {
             INLINE_HASH_BYTES
         } else {
             INLINE_PARSE_BYTES
@@ -320,8 +322,8 @@ impl Meter {
     pub fn set_request(&mut self, parsed: Result<RequestInfo, request::NotJson>) {
         self.fault_point(MeterCall::RequestBody);
         match parsed {
-            Ok(info) => self.request = info,
-            Err(_) => self.request_error = Some(MeasureError::RequestNotJson),
+            Ok(info) => self.req.info = info,
+            Err(_) => self.req.error = Some(MeasureError::RequestNotJson),
         }
     }
 
@@ -334,25 +336,25 @@ impl Meter {
         content_encoding: Option<&[u8]>,
         content_length: Option<u64>,
     ) {
-        self.t_headers = Some(at);
-        self.status = Some(status);
+        self.resp.t_headers = Some(at);
+        self.resp.status = Some(status);
         self.fault_point(MeterCall::ResponseHead);
-        if matches!(self.body, Body::Poisoned) {
+        if matches!(self.resp.body, Body::Poisoned) {
             return; // measuring stopped for good (a caught panic)
         }
-        self.body_kind = content_type.map_or(BodyKind::Opaque, BodyKind::from_content_type);
-        let verdict_body = self.read_verdict && self.body_kind == BodyKind::Json;
+        self.resp.kind = content_type.map_or(BodyKind::Opaque, BodyKind::from_content_type);
+        let verdict_body = self.resp.read_verdict && self.resp.kind == BodyKind::Json;
         if !(self.may_be_llm() || verdict_body) || !(200..300).contains(&status) {
-            self.sniffing = false;
+            self.route.dialect = self.route.dialect.stop_sniffing();
             return;
         }
         let encoding = ContentEncoding::from_header(content_encoding);
-        if encoding == ContentEncoding::Unsupported && self.body_kind != BodyKind::Opaque {
+        if encoding == ContentEncoding::Unsupported && self.resp.kind != BodyKind::Opaque {
             self.stream.fail(MeasureError::CompressedBody);
             return;
         }
         let inflater = Inflater::new(encoding);
-        self.body = match self.body_kind {
+        self.resp.body = match self.resp.kind {
             BodyKind::Opaque => Body::Idle,
             BodyKind::Sse => Body::Sse(Decoding::new(SseDecoder::new(self.limits.sse), inflater)),
             BodyKind::Ndjson => Body::Ndjson(Decoding::new(
@@ -372,55 +374,69 @@ impl Meter {
     /// A piece of the response body, seen at `at` (before it is written on).
     pub fn response_body(&mut self, at: Instant, piece: &[u8], sink: &mut dyn TokenSink) {
         self.fault_point(MeterCall::ResponseBody);
-        self.response_bytes = self
-            .response_bytes
+        self.resp.bytes = self
+            .resp
+            .bytes
             .saturating_add(u64::try_from(piece.len()).unwrap_or(u64::MAX));
         let ctx = EventCtx {
             at,
-            operation: self.operation,
-            dialect: (!self.sniffing).then_some(self.dialect),
-            requested_model: self.request.model.as_deref().or(self.path_model.as_deref()),
+            operation: self.route.operation,
+            dialect: self.route.dialect.decoding(),
+            requested_model: self
+                .req
+                .info
+                .model
+                .as_deref()
+                .or(self.route.path_model.as_deref()),
         };
-        self.body.feed(&ctx, piece, &mut self.stream, sink);
-        if self.sniffing {
+        self.resp.body.feed(&ctx, piece, &mut self.stream, sink);
+        if self.route.dialect.sniffing() {
             self.settle_dialect(false);
         }
     }
 
     /// The upstream body ended (the last byte has been seen).
     pub fn response_end(&mut self, at: Instant) {
-        self.t_body_end = Some(at);
+        self.resp.t_body_end = Some(at);
         self.fault_point(MeterCall::ResponseEnd);
-        if let Body::Ndjson(d) = &mut self.body {
+        if let Body::Ndjson(d) = &mut self.resp.body {
             let ctx = EventCtx {
                 at,
-                operation: self.operation,
-                dialect: (!self.sniffing).then_some(self.dialect),
-                requested_model: self.request.model.as_deref().or(self.path_model.as_deref()),
+                operation: self.route.operation,
+                dialect: self.route.dialect.decoding(),
+                requested_model: self
+                    .req
+                    .info
+                    .model
+                    .as_deref()
+                    .or(self.route.path_model.as_deref()),
             };
             let st = &mut self.stream;
             d.dec.finish(&mut |line| st.on_line(&ctx, line, &mut ()));
         }
-        if self.sniffing && !matches!(self.body, Body::Json(_)) {
+        if self.route.dialect.sniffing() && !matches!(self.resp.body, Body::Json(_)) {
             self.settle_dialect(true);
         }
-        if matches!(self.body, Body::Json(_)) {
-            let Body::Json(d) = std::mem::take(&mut self.body) else {
+        if matches!(self.resp.body, Body::Json(_)) {
+            let Body::Json(d) = std::mem::take(&mut self.resp.body) else {
                 return;
             };
             match d.dec.bytes() {
                 // Too large to tell whether it is an LLM answer at all.
-                None if self.sniffing => self.sniffing = false,
+                None if self.route.dialect.sniffing() => {
+                    self.route.dialect = self.route.dialect.stop_sniffing();
+                }
                 None => self.stream.fail(MeasureError::JsonBodyTooLarge),
                 Some(body) => {
-                    if self.read_verdict {
-                        self.verdict = Some(verdict::verdict(body));
+                    if self.resp.read_verdict {
+                        self.resp.verdict = Some(verdict::verdict(body));
                     }
-                    if std::mem::take(&mut self.sniffing) {
+                    if self.route.dialect.sniffing() {
+                        self.route.dialect = self.route.dialect.stop_sniffing();
                         self.dialect_from_body(body);
                     }
-                    if self.operation.is_llm() {
-                        match self.dialect.classify_json(body) {
+                    if self.route.operation.is_llm() {
+                        match self.route.dialect.dialect().classify_json(body) {
                             Ok(s) => self.stream.absorb_body(&s),
                             Err(_) => self.stream.fail(MeasureError::InvalidJsonBody),
                         }
@@ -432,7 +448,7 @@ impl Meter {
 
     /// Stops all decoding after a decoder panicked; the stream flows on.
     pub fn poison(&mut self) {
-        self.body = Body::Poisoned;
+        self.resp.body = Body::Poisoned;
         self.stream.fail(MeasureError::DecoderPanic);
     }
 }
@@ -444,8 +460,7 @@ mod sniff;
 mod stream;
 use body::{Body, Decoding};
 pub use guard::MeterCall;
-#[cfg(feature = "fault-injection")]
-pub use guard::STALL;
+use sniff::DialectChoice;
 use stream::{EventCtx, StreamState};
 
 #[cfg(test)]

@@ -12,7 +12,5 @@
 mod meter;
 mod types;
 
-#[cfg(feature = "fault-injection")]
-pub use meter::STALL;
 pub use meter::{Meter, MeterCall, MeterLimits, TokenEvent, TokenSink, INLINE_PARSE_BYTES};
 pub use types::*;

@@ -16,7 +16,11 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokentap_core::analysis::live::TapLive;
 use tokentap_core::analysis::tenant::tenant_of;
 use tokentap_core::decode::request::{self, NotJson, RequestInfo};
-use tokentap_core::record::{Meter, RequestRecord, TransportEnd};
+use tokentap_core::record::{Meter, MeterCall, RequestRecord, TransportEnd};
+
+/// How long an injected stall blocks a `Meter` call (test builds only).
+#[cfg(feature = "fault-injection")]
+pub const STALL: std::time::Duration = std::time::Duration::from_millis(300);
 use tokentap_core::trace::{TraceMode, TraceParent};
 
 pub struct RequestCtx {
@@ -38,6 +42,11 @@ pub struct RequestCtx {
     pub injection: super::inject::Injection,
     /// A sink to panic in (`x-tokentap-fault: sink:<name>`, test builds).
     pub sink_fault: Option<tokentap_core::labels::SinkName>,
+    /// A `Meter` call to stall before it runs (`x-tokentap-fault:
+    /// stall:<call>`, test builds): a decoder that takes its time, to show
+    /// that the bytes it measures are not held for it.
+    #[cfg(feature = "fault-injection")]
+    stall: Option<MeterCall>,
     /// Response pieces pingora has yet to write (`held`).
     held: Held,
     /// When the response's pieces arrived (receive stamps, checked).
@@ -101,6 +110,8 @@ impl RequestCtx {
             inject_trace: None,
             injection: Default::default(),
             sink_fault: None,
+            #[cfg(feature = "fault-injection")]
+            stall: None,
             held: Held::default(),
             arrivals: Arrivals::new(now),
             level,
@@ -140,10 +151,21 @@ impl RequestCtx {
         self.meter.set_trace(trace, self.inject_trace.is_some());
     }
 
-    /// Runs a `Meter` call under the fail-open guard: if it panics, the
-    /// request stops being measured (`decoder_panic`) and `None` is
-    /// returned; the hooks forward the bytes whatever happens here.
-    fn guarded<T>(&mut self, f: impl FnOnce(&mut Meter, &mut TapSink) -> T) -> Option<T> {
+    /// Runs the `Meter` call `call` under the fail-open guard: if it
+    /// panics, the request stops being measured (`decoder_panic`) and
+    /// `None` is returned; the hooks forward the bytes whatever happens
+    /// here.
+    fn guarded<T>(
+        &mut self,
+        call: MeterCall,
+        f: impl FnOnce(&mut Meter, &mut TapSink) -> T,
+    ) -> Option<T> {
+        #[cfg(feature = "fault-injection")]
+        if self.stall == Some(call) {
+            std::thread::sleep(STALL);
+        }
+        #[cfg(not(feature = "fault-injection"))]
+        let _ = call;
         let (meter, sink) = (&mut self.meter, &mut self.sink);
         match catch_unwind(AssertUnwindSafe(|| f(meter, sink))) {
             Ok(v) => Some(v),
@@ -156,12 +178,11 @@ impl RequestCtx {
 
     /// Makes the named sink panic on this request (`x-tokentap-fault:
     /// sink:record_log`), or the named `Meter` call (`x-tokentap-fault: response_body`)
-    /// or block for `tokentap_core::record::STALL` each time it runs
+    /// or block for [`STALL`] each time it runs
     /// (`x-tokentap-fault: stall:response_body`); test builds only: the
     /// guard's promises, shown end to end.
     #[cfg(feature = "fault-injection")]
     pub fn inject_fault(&mut self, header: Option<&[u8]>) {
-        use tokentap_core::record::MeterCall;
         let Some(value) = header.and_then(|h| std::str::from_utf8(h).ok()) else {
             return;
         };
@@ -170,20 +191,24 @@ impl RequestCtx {
             return;
         }
         match value.strip_prefix("stall:") {
-            Some(name) => MeterCall::from_label(name).map(|c| self.meter.inject_stall(c)),
+            Some(name) => MeterCall::from_label(name).map(|c| self.stall = Some(c)),
             None => MeterCall::from_label(value).map(|c| self.meter.inject_fault(c)),
         };
     }
 
     /// The request line and headers.
     pub fn request_head(&mut self, path: &str, id: Option<&[u8]>, content_length: Option<u64>) {
-        self.guarded(|m, _| m.request_head(path, id, content_length));
+        self.guarded(MeterCall::RequestHead, |m, _| {
+            m.request_head(path, id, content_length)
+        });
     }
 
     /// A piece of the request body. A large complete body is parsed on the
     /// blocking pool, so the tap's thread keeps relaying other streams.
     pub fn request_body(&mut self, piece: &[u8], end: bool) {
-        let Some(Some(body)) = self.guarded(|m, _| m.request_body(piece, end)) else {
+        let Some(Some(body)) =
+            self.guarded(MeterCall::RequestBody, |m, _| m.request_body(piece, end))
+        else {
             return;
         };
         let hashes = self.meter.hashes();
@@ -198,7 +223,7 @@ impl RequestCtx {
         if let Some(handle) = self.pending_request.take() {
             // A panic inside the parse counts as an unreadable body.
             let parsed = handle.await.unwrap_or(Err(NotJson));
-            self.guarded(|m, _| m.set_request(parsed));
+            self.guarded(MeterCall::RequestBody, |m, _| m.set_request(parsed));
         }
     }
 
@@ -207,7 +232,7 @@ impl RequestCtx {
         use http::header::{CONTENT_ENCODING, CONTENT_TYPE};
         let get = |name| super::headers::get(h, name);
         let content_length = super::headers::content_length(h);
-        self.guarded(|m, sink| {
+        self.guarded(MeterCall::ResponseHead, |m, sink| {
             // A request whose dialect its response will name resolves its
             // labels at its first token event, with the operation known.
             if m.operation().is_llm() {
@@ -261,18 +286,20 @@ impl RequestCtx {
 
     /// Feeds one response piece to the decoder.
     pub fn response_body(&mut self, at: Instant, piece: &[u8]) {
-        self.guarded(|m, sink| m.response_body(at, piece, sink));
+        self.guarded(MeterCall::ResponseBody, |m, sink| {
+            m.response_body(at, piece, sink)
+        });
     }
 
     /// The upstream body ended.
     pub fn response_end(&mut self, at: Instant) {
-        self.guarded(|m, _| m.response_end(at));
+        self.guarded(MeterCall::ResponseEnd, |m, _| m.response_end(at));
     }
 
     /// Closes the record. If that panics, the record is the one the Meter
     /// can give without decoding anything (`unmeasured`, `decoder_panic`).
     pub fn finish(&mut self, at: Instant, end: TransportEnd) -> RequestRecord {
-        match self.guarded(|m, _| m.finish(at, end)) {
+        match self.guarded(MeterCall::Finish, |m, _| m.finish(at, end)) {
             Some(r) => r,
             None => self.meter.unmeasured_record(at),
         }

@@ -34,6 +34,8 @@ mod tap;
 pub mod upstream_io;
 
 pub use ctx::RequestCtx;
+#[cfg(feature = "fault-injection")]
+pub use ctx::STALL;
 pub use tap::{Tap, TapAnalysis, TapParts, TapSettings};
 
 use crate::sinks::Finished;

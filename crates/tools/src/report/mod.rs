@@ -139,7 +139,13 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<()> {
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    let report = build(&source, &samples, skipped, &settings);
+    let report = build(
+        &source,
+        &samples,
+        skipped,
+        &settings,
+        std::time::Instant::now(),
+    );
     for p in write(&args.out, &report, &samples)? {
         println!("{}", p.display());
     }

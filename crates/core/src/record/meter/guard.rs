@@ -1,17 +1,14 @@
 //! What the fail-open guard needs from the `Meter`: the entry points a
 //! hook calls (each run by the proxy under `catch_unwind`), a record that
 //! cannot fail for when `finish` itself panicked, and, in test builds
-//! (feature `fault-injection`), a way to make an entry point panic (or
-//! stall) so the guard's promises can be shown end to end.
+//! (feature `fault-injection`), a way to make an entry point panic so the
+//! guard's promises can be shown end to end (a stalled entry point is the
+//! proxy's: the core does not wait).
 
 use super::Meter;
 use crate::decode::request::RequestInfo;
 use crate::record::types::*;
 use std::time::Instant;
-
-/// How long an injected stall blocks (`Meter::inject_stall`).
-#[cfg(feature = "fault-injection")]
-pub const STALL: std::time::Duration = std::time::Duration::from_millis(300);
 
 crate::labels::label_enum! {
     /// A `Meter` call a pingora hook makes (its name is how a test names
@@ -39,24 +36,12 @@ impl Meter {
         self.fault = Some(call);
     }
 
-    /// Makes every run of `call` block its thread for [`STALL`] (test
-    /// builds only): a decoder that takes its time, to show that the
-    /// bytes it measures are not held for it.
-    #[cfg(feature = "fault-injection")]
-    pub fn inject_stall(&mut self, call: MeterCall) {
-        self.stall = Some(call);
-    }
-
-    /// Panics if a fault was injected at `call`, blocks if a stall was
-    /// (test builds only).
+    /// Panics if a fault was injected at `call` (test builds only).
     #[cfg(feature = "fault-injection")]
     #[allow(clippy::panic)]
     pub(super) fn fault_point(&self, call: MeterCall) {
         if self.fault == Some(call) {
             panic!("fault injected at Meter::{}", call.as_str());
-        }
-        if self.stall == Some(call) {
-            std::thread::sleep(STALL);
         }
     }
 
@@ -71,14 +56,14 @@ impl Meter {
         RequestRecord {
             started_at: self.started_at,
             t0: self.t0,
-            operation: self.operation,
+            operation: self.route.operation,
             stream: false,
             request: RequestInfo::default(),
-            request_id: self.request_id.clone(),
+            request_id: self.req.id.clone(),
             request_body_bytes: 0,
-            status: self.status,
+            status: self.resp.status,
             response_model: None,
-            response_body_bytes: self.response_bytes,
+            response_body_bytes: self.resp.bytes,
             ttfb: None,
             time_to_first_event: None,
             ttft: None,
@@ -103,14 +88,14 @@ impl Meter {
             outcome: Outcome::Unmeasured,
             error_type: None,
             measure_error: Some(MeasureError::DecoderPanic),
-            trace: self.trace,
-            trace_created: self.trace_created,
+            trace: self.req.trace,
+            trace_created: self.req.trace_created,
             verdict: None,
             tenant: None,
-            in_flight: self.in_flight,
-            body_kind: self.body_kind,
-            dialect: self.dialect,
-            dialect_source: self.dialect_source,
+            in_flight: self.load.in_flight,
+            body_kind: self.resp.kind,
+            dialect: self.route.dialect.dialect(),
+            dialect_source: self.route.dialect.source(),
             engine_timing: None,
         }
     }

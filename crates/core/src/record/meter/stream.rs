@@ -1,6 +1,6 @@
-//! The measuring state a response's decoded events build up (`StreamState`)
-//! and the decoders that feed it (`Decoders`): timing of token events,
-//! gaps, counts, usage, finish, model, estimates. The `Meter` owns one of
+//! The measuring state a response's decoded events build up
+//! (`StreamState`): timing of token events, gaps, counts, usage, finish,
+//! model, estimates (the decoders that feed it are `body`'s). The `Meter` owns one of
 //! each per request and turns them into a `RequestRecord` at the end.
 
 use super::{TokenEvent, TokenSink};
@@ -17,45 +17,94 @@ use crate::record::types::{GapStats, MeasureError};
 use std::time::Instant;
 
 /// Everything the decoded events tell; kept apart from the decoders so a
-/// decoder can report into it while it is borrowed.
+/// decoder can report into it while it is borrowed. Grouped by what each
+/// part serves: when things happened, how many of what, the tokens, how
+/// the stream ended.
 #[derive(Debug)]
 pub(super) struct StreamState {
+    pub(super) timing: Timing,
+    pub(super) counts: Counts,
+    pub(super) tokens: Tokens,
+    pub(super) end: Ending,
+    pub(super) response_model: Option<String>,
+    pub(super) engine_timing: Option<EngineTiming>,
+    /// The dialect (and operation) the stream named, when the path did not.
+    pub(super) detected: Option<(Dialect, Operation)>,
+    /// The last token event, so that the next ones need not be parsed.
+    pub(super) shape: Shape,
+}
+
+/// When things happened (TTFT, ITL).
+#[derive(Debug)]
+pub(super) struct Timing {
     pub(super) t0: Instant,
-    pub(super) t_first_event: Option<Instant>,
-    pub(super) t_first_token: Option<Instant>,
-    pub(super) t_first_visible: Option<Instant>,
+    pub(super) first_event: Option<Instant>,
+    pub(super) first_token: Option<Instant>,
+    pub(super) first_visible: Option<Instant>,
     pub(super) prev_token: Option<Instant>,
+    pub(super) gaps: GapStats,
+}
+
+/// How many of what.
+#[derive(Debug, Default)]
+pub(super) struct Counts {
     pub(super) events: u32,
     pub(super) token_events: u32,
     pub(super) reasoning_events: u32,
     pub(super) tool_call_events: u32,
     pub(super) comments: u32,
     pub(super) choice_deltas: u64,
-    pub(super) gaps: GapStats,
+}
+
+/// The tokens: reported (usage), or counted by the tap's tokenizer.
+#[derive(Debug, Default)]
+pub(super) struct Tokens {
     pub(super) usage: Usage,
+    /// Some usage came from a vendor's extension (`x_groq.usage`).
+    pub(super) from_extension: bool,
     /// Counts output texts when the tap has a tokenizer.
     pub(super) estimator: Option<Estimator>,
     /// Output tokens the tokenizer counted so far.
     pub(super) estimated: u64,
-    pub(super) last_completion_tokens: Option<u64>,
-    pub(super) prev_token_had_usage: bool,
+    /// The last continuous-usage completion count.
+    pub(super) last_completion: Option<u64>,
+    pub(super) prev_had_usage: bool,
+}
+
+/// How the stream ended, and whether it could be measured.
+#[derive(Debug, Default)]
+pub(super) struct Ending {
     pub(super) finish: Option<FinishReason>,
     pub(super) done: bool,
     pub(super) error_event: bool,
-    pub(super) response_model: Option<String>,
-    pub(super) engine_timing: Option<EngineTiming>,
     pub(super) measure_error: Option<MeasureError>,
-    /// The dialect (and operation) the stream named, when the path did not.
-    pub(super) detected: Option<(Dialect, Operation)>,
-    /// Some usage came from a vendor's extension (`x_groq.usage`).
-    pub(super) usage_from_extension: bool,
-    /// The last token event, so that the next ones need not be parsed.
-    pub(super) shape: Shape,
+}
+
+impl StreamState {
+    pub(super) fn new(t0: Instant) -> Self {
+        StreamState {
+            timing: Timing {
+                t0,
+                first_event: None,
+                first_token: None,
+                first_visible: None,
+                prev_token: None,
+                gaps: GapStats::default(),
+            },
+            counts: Counts::default(),
+            tokens: Tokens::default(),
+            end: Ending::default(),
+            response_model: None,
+            engine_timing: None,
+            detected: None,
+            shape: Shape::default(),
+        }
+    }
 }
 
 impl StreamState {
     pub(super) fn fail(&mut self, e: MeasureError) {
-        self.measure_error.get_or_insert(e);
+        self.end.measure_error.get_or_insert(e);
     }
 
     pub(super) fn on_item(
@@ -66,7 +115,7 @@ impl StreamState {
     ) {
         let SseItem::Event { event, data } = item else {
             // Comments (keep-alives) are never events nor tokens.
-            self.comments = self.comments.saturating_add(1);
+            self.counts.comments = self.counts.comments.saturating_add(1);
             return;
         };
         self.on_event(ctx, event, data, sink);
@@ -85,8 +134,8 @@ impl StreamState {
         sink: &mut dyn TokenSink,
     ) {
         let at = ctx.at;
-        self.events = self.events.saturating_add(1);
-        self.t_first_event.get_or_insert(at);
+        self.counts.events = self.counts.events.saturating_add(1);
+        self.timing.first_event.get_or_insert(at);
         let Some(dialect) = ctx.dialect.or(self.detected.map(|d| d.0)).or_else(|| {
             self.detected = detect::from_event(event, data);
             self.detected.map(|d| d.0)
@@ -108,7 +157,7 @@ impl StreamState {
         };
         self.absorb_common(&s);
         match s.kind {
-            EventKind::Done => self.done = true,
+            EventKind::Done => self.end.done = true,
             EventKind::Token => self.token_event(ctx, &s, sink),
             _ => {}
         }
@@ -117,17 +166,20 @@ impl StreamState {
     /// Usage, finish reason, model and error flags, common to events and bodies.
     fn absorb_common(&mut self, s: &EventSummary<'_>) {
         if let Some(u) = s.usage {
-            self.usage_from_extension |= u.from_extension;
-            merge(&mut self.usage.prompt_tokens, u.prompt_tokens);
-            merge(&mut self.usage.completion_tokens, u.completion_tokens);
-            merge(&mut self.usage.cached_tokens, u.cached_tokens);
-            merge(&mut self.usage.reasoning_tokens, u.reasoning_tokens);
+            self.tokens.from_extension |= u.from_extension;
+            merge(&mut self.tokens.usage.prompt_tokens, u.prompt_tokens);
+            merge(
+                &mut self.tokens.usage.completion_tokens,
+                u.completion_tokens,
+            );
+            merge(&mut self.tokens.usage.cached_tokens, u.cached_tokens);
+            merge(&mut self.tokens.usage.reasoning_tokens, u.reasoning_tokens);
         }
         if s.finish.is_some() {
-            self.finish = s.finish;
+            self.end.finish = s.finish;
         }
         if s.kind == EventKind::Error {
-            self.error_event = true;
+            self.end.error_event = true;
         }
         if s.engine.is_some() {
             self.engine_timing = s.engine;
@@ -143,65 +195,72 @@ impl StreamState {
     pub(super) fn absorb_body(&mut self, s: &EventSummary<'_>) {
         self.absorb_common(s);
         if s.kind == EventKind::Token {
-            self.choice_deltas = self
+            self.counts.choice_deltas = self
+                .counts
                 .choice_deltas
                 .saturating_add(u64::from(s.token_choices));
-            if let (Some(e), Some(text)) = (self.estimator, s.text) {
-                self.estimated = self.estimated.saturating_add(e.count_raw(text));
+            if let (Some(e), Some(text)) = (self.tokens.estimator, s.text) {
+                self.tokens.estimated = self.tokens.estimated.saturating_add(e.count_raw(text));
             }
         }
     }
 
     fn token_event(&mut self, ctx: &EventCtx<'_>, s: &EventSummary<'_>, sink: &mut dyn TokenSink) {
         let at = ctx.at;
-        let gap = self.prev_token.map(|p| at.saturating_duration_since(p));
+        let gap = self
+            .timing
+            .prev_token
+            .map(|p| at.saturating_duration_since(p));
         if let Some(g) = gap {
-            self.gaps.add(g);
+            self.timing.gaps.add(g);
         }
         // Tokens in this event are known from continuous usage only: this
         // event and the previous token event (if any) both carried usage.
         let completion = s.usage.and_then(|u| u.completion_tokens);
-        let counted = match (self.estimator, s.text) {
+        let counted = match (self.tokens.estimator, s.text) {
             (Some(e), Some(text)) => {
                 // An event that carries output carries at least one token.
                 let n = e.count_raw(text).max(1);
-                self.estimated = self.estimated.saturating_add(n);
+                self.tokens.estimated = self.tokens.estimated.saturating_add(n);
                 Some(n)
             }
             _ => None,
         };
         let tokens = match completion {
-            Some(now) if self.token_events == 0 || self.prev_token_had_usage => {
-                Some(now.saturating_sub(self.last_completion_tokens.unwrap_or(0)))
+            Some(now) if self.counts.token_events == 0 || self.tokens.prev_had_usage => {
+                Some(now.saturating_sub(self.tokens.last_completion.unwrap_or(0)))
             }
             _ => counted,
         };
-        self.prev_token_had_usage = completion.is_some();
+        self.tokens.prev_had_usage = completion.is_some();
         if completion.is_some() {
-            self.last_completion_tokens = completion;
+            self.tokens.last_completion = completion;
         }
-        self.t_first_token.get_or_insert(at);
+        self.timing.first_token.get_or_insert(at);
         if s.visible {
-            self.t_first_visible.get_or_insert(at);
+            self.timing.first_visible.get_or_insert(at);
         }
-        let index = self.token_events;
-        self.token_events = self.token_events.saturating_add(1);
-        self.reasoning_events = self
+        let index = self.counts.token_events;
+        self.counts.token_events = self.counts.token_events.saturating_add(1);
+        self.counts.reasoning_events = self
+            .counts
             .reasoning_events
             .saturating_add(u32::from(s.output.reasoning));
-        self.tool_call_events = self
+        self.counts.tool_call_events = self
+            .counts
             .tool_call_events
             .saturating_add(u32::from(s.output.tool_call));
-        self.choice_deltas = self
+        self.counts.choice_deltas = self
+            .counts
             .choice_deltas
             .saturating_add(u64::from(s.token_choices));
-        self.prev_token = Some(at);
+        self.timing.prev_token = Some(at);
         sink.token_event(&TokenEvent {
             index,
             operation: self.detected.map_or(ctx.operation, |d| d.1),
             model: ctx.requested_model.or(self.response_model.as_deref()),
             at,
-            since_start: at.saturating_duration_since(self.t0),
+            since_start: at.saturating_duration_since(self.timing.t0),
             gap,
             tokens,
         });
