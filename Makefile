@@ -26,6 +26,7 @@ lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
 	./scripts/file-sizes.sh
+	python3 scripts/module-cycles.py
 	./scripts/vendor-check.sh
 
 # The deployment files, without a cluster or a Docker engine: Kubernetes

@@ -90,7 +90,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Run { config } => {
             let cfg =
                 Config::load(&config).map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?;
-            tokentap_proxy::server::run(&cfg, Hooks::default(), Some(&config))?;
+            tokentap_proxy::foreground::run(&cfg, Hooks::default(), Some(&config))?;
             Ok(())
         }
         Command::Join { config, check } => {

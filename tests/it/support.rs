@@ -9,8 +9,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokentap_core::record::{RequestRecord, TokenEvent};
 use tokentap_proxy::config::Config;
+use tokentap_proxy::metrics::EventObserver;
 use tokentap_proxy::server::{self, Running};
-use tokentap_proxy::sinks::{EventObserver, Finished, Hooks, RecordSink};
+use tokentap_proxy::sinks::{Finished, Hooks, RecordSink};
 use tokentap_sim::{Profile, SimArgs, Simulator};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

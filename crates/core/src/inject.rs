@@ -24,7 +24,7 @@ use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-crate::labels::label_enum! {
+crate::names::label_enum! {
     /// What usage injection did with a request (the `result` label of
     /// `tokentap_usage_injection_total`).
     pub enum InjectResult {

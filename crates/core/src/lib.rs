@@ -29,6 +29,7 @@ pub mod hash;
 pub mod inject;
 pub mod labels;
 pub mod limits;
+pub mod names;
 pub mod otlp;
 pub mod record;
 pub mod table;

@@ -2,7 +2,7 @@
 //! Names and addresses come from the proxy's config; the core only needs
 //! the boundary (the correlator nests taps by it, labels carry it).
 
-crate::labels::label_enum! {
+crate::names::label_enum! {
     /// Which system a tap sits in front of (methodology boundaries, plus
     /// tokentap's `guardrail`).
     pub enum Boundary {

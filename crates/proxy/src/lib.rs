@@ -17,7 +17,7 @@
 pub mod config;
 pub mod engine_scrape;
 pub mod fds;
-mod foreground;
+pub mod foreground;
 pub mod limits;
 pub mod live_analyses;
 pub mod metrics;

@@ -2,7 +2,7 @@
 //! (`tokentap_host::Host`): one proxy listener per tap (own runtime, own
 //! upstream pool, the tap's own limits) and the admin listener.
 //!
-//! Two ways to run it: `run` blocks the calling thread and obeys Unix
+//! Two ways to run it: `foreground::run` blocks the calling thread and obeys Unix
 //! signals (SIGINT fast; SIGTERM graceful: `/readyz` 503 at once, listeners
 //! closed after `drain_notice`, in-flight requests get `grace_period`;
 //! SIGHUP reloads the config file) — that is `tokentap run`;
@@ -12,7 +12,6 @@
 //! key instead of a panic inside pingora.
 
 use crate::config::Config;
-pub use crate::foreground::run;
 use crate::limits::app::TapAdmission;
 use crate::live_analyses::Analyses;
 use crate::metrics::Metrics;

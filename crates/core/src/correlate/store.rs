@@ -64,7 +64,7 @@ pub struct CorrelationConfig {
     pub clocks: Clocks,
 }
 
-crate::labels::label_enum! {
+crate::names::label_enum! {
     /// What happened to a record, once (the `result` label).
     pub enum Joined {
         /// In a group of two or more, by trace id.

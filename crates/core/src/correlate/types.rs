@@ -102,7 +102,7 @@ pub struct PairAttribution {
     pub token_mismatch: Option<i64>,
 }
 
-crate::labels::label_enum! {
+crate::names::label_enum! {
     /// Which part of a request a guardrail call belongs to.
     pub enum Phase {
         /// Before the engine request (input guardrails).

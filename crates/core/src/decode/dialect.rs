@@ -33,7 +33,7 @@ pub enum Dialect {
     Gemini,
 }
 
-crate::labels::label_enum! {
+crate::names::label_enum! {
     /// How a request's dialect was chosen (record log, access log, span).
     pub enum DialectSource {
         /// The request path names it (`/v1/messages`, …).

@@ -50,7 +50,7 @@ pub(crate) fn from_json<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8]) -> serde
     }
 }
 
-crate::labels::label_enum! {
+crate::names::label_enum! {
     /// The GenAI operation of a request, from its path (or, where the path
     /// names no endpoint, from the response: `detect`); its label value is
     /// the OpenTelemetry `gen_ai.operation.name`. Bounded: everything that

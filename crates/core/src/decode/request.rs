@@ -11,7 +11,7 @@
 //! text: only sizes and the model name leave this module.
 //!
 //! Does not own: copying the body (that is `CappedBuf`, fed by the proxy
-//! without holding the body back) or deciding labels (`metrics::labels`).
+//! without holding the body back) or deciding labels (`labels`).
 
 use super::fingerprint::{fingerprint_value, prefix_hashes, PrefixHashes, PREFIX_CHARS};
 use serde::de::IgnoredAny;

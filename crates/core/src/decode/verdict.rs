@@ -9,9 +9,22 @@
 //! Anything else is `unknown`. Only the verdict leaves this module, never
 //! the text.
 
-use crate::record::Verdict;
 use serde::Deserialize;
 use std::borrow::Cow;
+
+crate::names::label_enum! {
+    /// A guardrail's answer, where its API says one.
+    pub enum Verdict {
+        /// Allowed (moderation `flagged: false`, Llama Guard `safe`).
+        Pass = "pass",
+        /// Blocked or flagged (`flagged: true`, `unsafe`).
+        Flagged = "flagged",
+        /// The guardrail call failed (error status, timeout, reset).
+        Error = "error",
+        /// The response does not say in a way tokentap reads.
+        Unknown = "unknown",
+    }
+}
 
 #[derive(Deserialize)]
 struct Answer<'a> {

@@ -3,7 +3,7 @@
 //! writes the "Label values" table of `docs/metrics.md`. A label whose
 //! values are an enum is documented from the enum's own list.
 
-use crate::table::Label;
+use crate::names::Label;
 
 macro_rules! doc_of {
     (enum, $ty:ty) => {
@@ -25,7 +25,7 @@ macro_rules! kinds {
                 #[derive(Debug)]
                 pub struct $name;
                 impl crate::labels::LabelKind for $name {
-                    const LABEL: crate::table::Label = crate::table::Label::$name;
+                    const LABEL: crate::names::Label = crate::names::Label::$name;
                     type Value = $ty;
                 }
             )*

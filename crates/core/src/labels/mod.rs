@@ -22,18 +22,8 @@ pub use model::{ModelLabel, ModelLabels, OTHER, UNKNOWN};
 pub use sets::*;
 pub use values::*;
 
-use crate::table::Label;
-use std::sync::Arc;
-
-/// One label value as it appears in a series.
-pub trait LabelValue {
-    fn label_value(&self) -> &str;
-}
-
-/// A value type with a closed list of values (an enum): the docs list them.
-pub trait LabelEnum: LabelValue + Sized + 'static {
-    fn values() -> &'static [Self];
-}
+use crate::names::Label;
+pub use crate::names::{LabelEnum, LabelValue};
 
 /// One label: its name (`LABEL`) and the type its values have.
 pub trait LabelKind {
@@ -48,77 +38,6 @@ pub trait LabelSet {
     /// The values, in the order of `LABELS`.
     fn values(&self) -> impl AsRef<[&str]>;
 }
-
-impl LabelValue for Arc<str> {
-    fn label_value(&self) -> &str {
-        self
-    }
-}
-
-impl LabelValue for &'static str {
-    fn label_value(&self) -> &str {
-        self
-    }
-}
-
-impl LabelValue for bool {
-    fn label_value(&self) -> &str {
-        if *self {
-            "true"
-        } else {
-            "false"
-        }
-    }
-}
-
-/// A bounded enum with its label values, `ALL` (every variant, in order)
-/// and `as_str`, from one list: a new variant is in `ALL` and in the docs
-/// without anyone remembering to add it.
-macro_rules! label_enum {
-    (
-        $(#[$m:meta])*
-        $vis:vis enum $name:ident {
-            $( $(#[$vm:meta])* $variant:ident = $s:literal ),+ $(,)?
-        }
-    ) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        $vis enum $name {
-            $( $(#[$vm])* $variant ),+
-        }
-
-        impl $name {
-            /// Every value, in declaration order.
-            pub const ALL: [$name; <[&str]>::len(&[$(stringify!($variant)),+])] =
-                [$($name::$variant),+];
-
-            /// The label value.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $( $name::$variant => $s ),+
-                }
-            }
-
-            /// The value whose label is `s`.
-            pub fn from_label(s: &str) -> Option<Self> {
-                Self::ALL.iter().copied().find(|v| v.as_str() == s)
-            }
-        }
-
-        impl $crate::labels::LabelValue for $name {
-            fn label_value(&self) -> &str {
-                self.as_str()
-            }
-        }
-
-        impl $crate::labels::LabelEnum for $name {
-            fn values() -> &'static [Self] {
-                &Self::ALL
-            }
-        }
-    };
-}
-pub(crate) use label_enum;
 
 /// A label set: a struct whose fields name their label kinds (`k::*`);
 /// each field's type is its kind's value type. A set may begin with
@@ -140,13 +59,13 @@ macro_rules! label_set {
         }
 
         impl $crate::labels::LabelSet for $name {
-            const LABELS: &'static [$crate::table::Label] = {
-                const BASE: &[$crate::table::Label] =
+            const LABELS: &'static [$crate::names::Label] = {
+                const BASE: &[$crate::names::Label] =
                     <$base_ty as $crate::labels::LabelSet>::LABELS;
-                const OWN: &[$crate::table::Label] = &[
+                const OWN: &[$crate::names::Label] = &[
                     $( <$crate::labels::k::$kind as $crate::labels::LabelKind>::LABEL ),*
                 ];
-                const ALL: [$crate::table::Label; BASE.len() + OWN.len()] =
+                const ALL: [$crate::names::Label; BASE.len() + OWN.len()] =
                     $crate::labels::concat_labels(BASE, OWN);
                 &ALL
             };
@@ -178,7 +97,7 @@ macro_rules! label_set {
         }
 
         impl $crate::labels::LabelSet for $name {
-            const LABELS: &'static [$crate::table::Label] = &[
+            const LABELS: &'static [$crate::names::Label] = &[
                 $( <$crate::labels::k::$kind as $crate::labels::LabelKind>::LABEL ),*
             ];
 

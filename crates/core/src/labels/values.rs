@@ -3,7 +3,7 @@
 //! a domain (outcomes, reasons, verdicts, join results, ...) live with it
 //! and are declared the same way.
 
-use super::label_enum;
+use crate::names::label_enum;
 
 label_enum! {
     /// `gen_ai.token.type`: which side of a request tokens count.

@@ -65,7 +65,7 @@ pub enum Reject {
     Close,
 }
 
-crate::labels::label_enum! {
+crate::names::label_enum! {
     /// Why tokentap refused a request or a connection (label `reason` of
     /// `tokentap_rejected_total`). Bounded.
     pub enum RejectReason {

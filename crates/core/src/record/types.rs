@@ -6,7 +6,7 @@ use crate::decode::Operation;
 use crate::trace::TraceParent;
 use std::time::{Duration, Instant, SystemTime};
 
-crate::labels::label_enum! {
+crate::names::label_enum! {
     /// How a request ended, as the `outcome` label says it.
     pub enum Outcome {
         /// Complete, measured.
@@ -72,7 +72,7 @@ impl ErrorType {
     }
 }
 
-crate::labels::label_enum! {
+crate::names::label_enum! {
     /// Why a request could not be measured (the `reason` of
     /// `tokentap_measurement_errors_total`). Bounded.
     pub enum MeasureError {
@@ -106,21 +106,9 @@ impl MeasureError {
     }
 }
 
-crate::labels::label_enum! {
-    /// A guardrail's answer, where its API says one.
-    pub enum Verdict {
-        /// Allowed (moderation `flagged: false`, Llama Guard `safe`).
-        Pass = "pass",
-        /// Blocked or flagged (`flagged: true`, `unsafe`).
-        Flagged = "flagged",
-        /// The guardrail call failed (error status, timeout, reset).
-        Error = "error",
-        /// The response does not say in a way tokentap reads.
-        Unknown = "unknown",
-    }
-}
+pub use crate::decode::verdict::Verdict;
 
-crate::labels::label_enum! {
+crate::names::label_enum! {
     /// Where a token count came from.
     pub enum TokenSource {
         /// The upstream's `usage` object (the dialect's own usage field).

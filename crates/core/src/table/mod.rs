@@ -14,13 +14,12 @@
 //! registered, exported and documented without being listed anywhere else.
 
 mod buckets;
-mod label;
 
+pub use crate::names::Label;
 pub use attribution::*;
 pub use buckets::{DURATION_BUCKETS, ITL_BUCKETS, OVERHEAD_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS};
 pub use fleet::*;
 pub use join::*;
-pub use label::Label;
 pub use process::*;
 pub use request::*;
 pub use window::*;

@@ -11,7 +11,7 @@ pub mod series;
 mod sink;
 pub mod window_gauges;
 
-pub use sink::{Offsets, TapSink, OFFSETS_RESERVED};
+pub use sink::{EventObserver, Offsets, TapSink, OFFSETS_RESERVED};
 pub use tokentap_telemetry::registry::{otel, prom, Count, Hist, Level as InFlight};
 
 /// A map keyed by a bounded label value (or a metric name), looked up per

@@ -5,11 +5,16 @@
 
 use super::series::ModelSeries;
 use super::{Metrics, TapLabels};
-use crate::sinks::EventObserver;
 use std::sync::Arc;
 use tokentap_core::decode::Operation;
 use tokentap_core::labels::ModelLabel;
 use tokentap_core::record::{TokenEvent, TokenSink};
+
+/// Receives every token-bearing event as it passes (per chunk: keep it O(1));
+/// the tests' extension point.
+pub trait EventObserver: Send + Sync {
+    fn token_event(&self, tap: &str, request_id: Option<&str>, ev: &TokenEvent<'_>);
+}
 
 /// The per-request sink the proxy gives the `Meter`: resolves the labels
 /// (at the response headers, or at the first token event when the request

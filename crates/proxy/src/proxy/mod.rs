@@ -274,7 +274,7 @@ impl ProxyHttp for TapProxy {
                 record: &record,
                 series: ctx.sink.series(),
                 offsets: offsets.as_ref(),
-                settings: &ctx.settings,
+                config: &ctx.settings.config,
                 panics: &self.tap.panics,
                 fault: ctx.sink_fault,
             });

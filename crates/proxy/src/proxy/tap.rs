@@ -6,8 +6,9 @@
 
 use super::upstream_io::TimedConnector;
 use crate::config::TapConfig;
+use crate::metrics::EventObserver;
 use crate::metrics::{InFlight, Metrics, TapLabels};
-use crate::sinks::{EventObserver, Finished, RecordSink, SinkPanics};
+use crate::sinks::{Finished, RecordSink, SinkPanics};
 use arc_swap::ArcSwap;
 use pingora::upstreams::peer::HttpPeer;
 use pingora::utils::tls::{parse_x509, WrappedX509};

@@ -13,7 +13,7 @@ impl RecordSink for AccessLog {
     }
 
     fn finished(&self, f: &Finished<'_>) {
-        let Some(rate) = f.settings.config.access_log else {
+        let Some(rate) = f.config.access_log else {
             return;
         };
         if rate < 1.0 && rand::random::<f64>() >= rate {

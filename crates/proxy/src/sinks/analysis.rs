@@ -150,7 +150,7 @@ impl RecordSink for AnalysisSink {
         let sample = Sample::from_record(
             &f.tap.tap,
             f.tap.boundary.as_str(),
-            f.settings.config.hop.as_deref(),
+            f.config.hop.as_deref(),
             f.record,
             micros,
             truncated,

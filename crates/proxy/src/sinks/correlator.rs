@@ -17,9 +17,9 @@ impl RecordSink for CorrelatorSink {
         let (events, events_truncated) = f
             .offsets
             .map_or((Vec::new(), false), |o| (o.micros.clone(), o.truncated));
-        let boundary = f.settings.config.boundary;
+        let boundary = f.config.boundary;
         let hop = match boundary {
-            Boundary::Guardrail => f.settings.config.hop.clone(),
+            Boundary::Guardrail => f.config.hop.clone(),
             _ => None,
         };
         self.0.submit(

@@ -11,7 +11,8 @@
 //! sink's view of the request, counted in `tokentap_sink_panics_total`,
 //! never the others'.
 //!
-//! Also `EventObserver`, the per-token-event extension point (tests).
+//! (The per-token-event extension point, `EventObserver`, is the metrics'
+//! token sink's: `crate::metrics`.)
 
 mod access;
 mod analysis;
@@ -21,14 +22,14 @@ pub use access::AccessLog;
 pub use analysis::{AnalysisSink, FleetSeries};
 pub use correlator::CorrelatorSink;
 
+use crate::config::TapConfig;
 use crate::metrics::series::ModelSeries;
-use crate::metrics::{Metrics, Offsets};
-use crate::proxy::TapSettings;
+use crate::metrics::{EventObserver, Metrics, Offsets};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use tokentap_core::correlate::AttributionSink;
 use tokentap_core::labels::{ModelLabel, SinkName, SinkPanicLabels, TapLabels};
-use tokentap_core::record::{RequestRecord, TokenEvent};
+use tokentap_core::record::RequestRecord;
 use tokentap_telemetry::otlp::spans::SpanPipeline;
 
 /// One finished request, as every sink sees it.
@@ -43,8 +44,8 @@ pub struct Finished<'a> {
     pub series: Option<&'a Arc<ModelSeries>>,
     /// Token-event times (µs from the start), when the tap keeps them.
     pub offsets: Option<&'a Offsets>,
-    /// The tap's settings as they were when the request arrived.
-    pub settings: &'a TapSettings,
+    /// The tap's config as it was when the request arrived.
+    pub config: &'a TapConfig,
     /// Runs each sink (and each part of one) under its own guard.
     pub panics: &'a SinkPanics,
     /// A sink to panic in (`x-tokentap-fault: sink:<name>`; test builds
@@ -115,11 +116,6 @@ fn fault_point(name: SinkName, fault: Option<SinkName>) {
 #[inline(always)]
 fn fault_point(_: SinkName, _: Option<SinkName>) {}
 
-/// Receives every token-bearing event as it passes (per chunk: keep it O(1)).
-pub trait EventObserver: Send + Sync {
-    fn token_event(&self, tap: &str, request_id: Option<&str>, ev: &TokenEvent<'_>);
-}
-
 /// The optional listeners a server is built with.
 #[derive(Clone, Default)]
 pub struct Hooks {
@@ -155,7 +151,7 @@ impl RecordSink for SpanSink {
     fn finished(&self, f: &Finished<'_>) {
         let events = f.offsets.map(|o| o.micros.as_slice());
         let hop = match f.tap.boundary {
-            tokentap_core::tap::Boundary::Guardrail => f.settings.config.hop.as_deref(),
+            tokentap_core::tap::Boundary::Guardrail => f.config.hop.as_deref(),
             _ => None,
         };
         self.0.record(f.tap, hop, &f.model.value, f.record, events);

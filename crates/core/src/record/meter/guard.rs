@@ -10,7 +10,7 @@ use crate::decode::request::RequestInfo;
 use crate::record::types::*;
 use std::time::Instant;
 
-crate::labels::label_enum! {
+crate::names::label_enum! {
     /// A `Meter` call a pingora hook makes (its name is how a test names
     /// it in `x-tokentap-fault`).
     pub enum MeterCall {

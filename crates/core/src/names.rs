@@ -1,6 +1,95 @@
-//! The label names of the metric table, with their OpenTelemetry
-//! attribute keys. The values each label takes, and their Rust types, are
-//! `crate::labels` (`documented` writes them into the docs).
+//! What makes a value a label value, and the label names: the leaf every
+//! module that defines a bounded enum uses (`label_enum!`), so that those
+//! modules and `labels` (which names their enums as label kinds) do not
+//! import each other.
+//!
+//! Owns: `LabelValue`, `LabelEnum`, `label_enum!`, and `Label`, the label
+//! names of the metric table with their OpenTelemetry attribute keys (the
+//! values each label takes, and their Rust types, are `crate::labels`).
+//! Must not touch: any other module of the crate (it is the leaf).
+
+use std::sync::Arc;
+
+/// One label value as it appears in a series.
+pub trait LabelValue {
+    fn label_value(&self) -> &str;
+}
+
+/// A value type with a closed list of values (an enum): the docs list them.
+pub trait LabelEnum: LabelValue + Sized + 'static {
+    fn values() -> &'static [Self];
+}
+
+impl LabelValue for Arc<str> {
+    fn label_value(&self) -> &str {
+        self
+    }
+}
+
+impl LabelValue for &'static str {
+    fn label_value(&self) -> &str {
+        self
+    }
+}
+
+impl LabelValue for bool {
+    fn label_value(&self) -> &str {
+        if *self {
+            "true"
+        } else {
+            "false"
+        }
+    }
+}
+
+/// A bounded enum with its label values, `ALL` (every variant, in order)
+/// and `as_str`, from one list: a new variant is in `ALL` and in the docs
+/// without anyone remembering to add it.
+macro_rules! label_enum {
+    (
+        $(#[$m:meta])*
+        $vis:vis enum $name:ident {
+            $( $(#[$vm:meta])* $variant:ident = $s:literal ),+ $(,)?
+        }
+    ) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        $vis enum $name {
+            $( $(#[$vm])* $variant ),+
+        }
+
+        impl $name {
+            /// Every value, in declaration order.
+            pub const ALL: [$name; <[&str]>::len(&[$(stringify!($variant)),+])] =
+                [$($name::$variant),+];
+
+            /// The label value.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $( $name::$variant => $s ),+
+                }
+            }
+
+            /// The value whose label is `s`.
+            pub fn from_label(s: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|v| v.as_str() == s)
+            }
+        }
+
+        impl $crate::names::LabelValue for $name {
+            fn label_value(&self) -> &str {
+                self.as_str()
+            }
+        }
+
+        impl $crate::names::LabelEnum for $name {
+            fn values() -> &'static [Self] {
+                &Self::ALL
+            }
+        }
+    };
+}
+pub(crate) use label_enum;
 
 /// A label name. Every value of every label is bounded (see `docs/metrics.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
