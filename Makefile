@@ -22,9 +22,11 @@ build: deps
 	@./scripts/deps.sh pgo
 	PGO=$(PGO) ./scripts/pgo.sh
 
+# clippy in the release profile: the proc macros and build scripts (pingora's
+# zlib-ng among them) it compiles are the ones the tests then reuse.
 lint: deps
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --locked --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --release --locked --workspace --all-targets -- -D warnings
 	./scripts/file-sizes.sh
 	python3 scripts/module-cycles.py
 	./scripts/vendor-check.sh
@@ -89,8 +91,13 @@ vendor-test:
 	./scripts/vendor-test.sh pingora-proxy
 	./scripts/vendor-test.sh pingora-runtime
 
+# The binary the integration tests build (the same features: right after
+# `make test` nothing is compiled again; on a fresh machine this builds the
+# test crate too). Its test-only fault hooks act only on a request that
+# carries `x-tokentap-fault`, which the demo's traffic never does.
 demo: deps
-	$(CARGO) run --release --locked -- demo
+	$(CARGO) build --release --locked --bin tokentap --test it
+	./target/release/tokentap demo
 
 # libFuzzer on each target for FUZZ_SECONDS (needs a nightly toolchain;
 # cargo-fuzz is installed when missing). The committed seeds in
