@@ -133,6 +133,18 @@ async fn promtool_accepts_a_scrape_with_every_kind_of_request() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn labels_stay_bounded_under_10000_models_paths_and_api_keys() {
     let _g = serial().await;
+    let (fine, fine_kib) = ten_thousand_models("fine").await;
+    let (standard, standard_kib) = ten_thousand_models("standard").await;
+    println!(
+        "10,000 models, paths and keys: {fine} series ({fine_kib} KiB) with metrics.buckets: fine, {standard} ({standard_kib} KiB) with standard"
+    );
+    assert!(standard * 4 < fine, "standard buckets: {standard} series, fine {fine}");
+}
+
+/// 10,000 requests with their own models, paths and keys through a tap
+/// with `metrics.buckets: buckets`: checks the labels; the series and the
+/// scrape's KiB.
+async fn ten_thousand_models(buckets: &str) -> (usize, usize) {
     let behind = sim(Profile {
         ttft_ms: 0.0,
         itl_ms: 0.0,
@@ -142,7 +154,7 @@ async fn labels_stay_bounded_under_10000_models_paths_and_api_keys() {
     let tap = Tap::start_top(
         &format!("http://{}", behind.addr),
         "",
-        "analysis:\n  window_seconds: 3600\n",
+        &format!("metrics:\n  buckets: {buckets}\nanalysis:\n  window_seconds: 3600\n"),
         std::path::Path::new("."),
     );
     // 10,000 requests, each with its own model name (one in ten hostile),
@@ -242,12 +254,13 @@ async fn labels_stay_bounded_under_10000_models_paths_and_api_keys() {
     }
     let (widest, series) = per_family.iter().max_by_key(|(_, n)| **n).unwrap();
     println!(
-        "10,000 models, paths and keys: {} series in all, widest family {widest} with {series}, /metrics {} KiB encoded in {:?}",
+        "10,000 models, paths and keys ({buckets} buckets): {} series in all, widest family {widest} with {series}, /metrics {} KiB encoded in {:?}",
         per_family.values().sum::<usize>(),
         scrape.len() / 1024,
         scrape_time
     );
     promtool_check(&scrape);
+    (per_family.values().sum::<usize>(), scrape.len() / 1024)
 }
 
 #[test]

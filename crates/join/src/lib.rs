@@ -88,7 +88,12 @@ fn prepare(
         // The joiner makes no spans of its own: metrics only.
         let mut o = o.clone();
         o.traces = false;
-        let (started, instruments) = Otlp::start(&o, &registry.prom, Default::default())?;
+        let (started, instruments) = Otlp::start(
+            &o,
+            &registry.prom,
+            Default::default(),
+            tokentap_core::table::Resolution::Fine,
+        )?;
         if let Some(i) = instruments {
             registry = registry.with_otel(i);
         }

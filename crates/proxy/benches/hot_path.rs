@@ -103,7 +103,7 @@ fn decode(c: &mut Criterion) {
 
 fn record(c: &mut Criterion) {
     let pieces = stream();
-    let metrics = Arc::new(Metrics::new(50).unwrap());
+    let metrics = Arc::new(Metrics::new(50, Default::default()).unwrap());
     let labels = TapLabels {
         tap: "bench".into(),
         boundary: tokentap_core::tap::Boundary::Engine,
@@ -182,11 +182,11 @@ fn request(c: &mut Criterion) {
     for (name, metrics) in [
         (
             "meter+metrics per non-streamed request",
-            Metrics::new(50).unwrap(),
+            Metrics::new(50, Default::default()).unwrap(),
         ),
         (
             "meter+metrics+otlp per non-streamed request",
-            Metrics::new(50).unwrap().with_otel(otel::discarding()),
+            Metrics::new(50, Default::default()).unwrap().with_otel(otel::discarding()),
         ),
     ] {
         let metrics = Arc::new(metrics);

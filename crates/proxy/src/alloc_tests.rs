@@ -47,12 +47,12 @@ fn pieces() -> Vec<Vec<u8>> {
 
 #[test]
 fn per_chunk_path_allocates_nothing() {
-    per_chunk_allocations(Metrics::new(10).unwrap());
+    per_chunk_allocations(Metrics::new(10, Default::default()).unwrap());
 }
 
 #[test]
 fn per_chunk_path_allocates_nothing_with_otlp_metrics_on() {
-    per_chunk_allocations(Metrics::new(10).unwrap().with_otel(discarding()));
+    per_chunk_allocations(Metrics::new(10, Default::default()).unwrap().with_otel(discarding()));
 }
 
 fn per_chunk_allocations(metrics: Metrics) {
@@ -106,12 +106,12 @@ fn per_chunk_allocations(metrics: Metrics) {
 /// attributes are built with the series, not per observation).
 #[test]
 fn recording_a_finished_request_allocates_nothing_once_its_series_exist() {
-    record_allocations(Metrics::new(10).unwrap());
+    record_allocations(Metrics::new(10, Default::default()).unwrap());
 }
 
 #[test]
 fn recording_a_finished_request_allocates_nothing_with_otlp_metrics_on() {
-    record_allocations(Metrics::new(10).unwrap().with_otel(discarding()));
+    record_allocations(Metrics::new(10, Default::default()).unwrap().with_otel(discarding()));
 }
 
 /// A finished non-streamed chat request with usage (as the simulator

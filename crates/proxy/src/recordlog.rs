@@ -236,7 +236,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("tokentap-rl-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let path = dir.join("records.jsonl");
-        let metrics = Arc::new(Metrics::new(5).unwrap());
+        let metrics = Arc::new(Metrics::new(5, Default::default()).unwrap());
         let tap = TapLabels {
             tap: Arc::from("t"),
             boundary: tokentap_core::tap::Boundary::Engine,

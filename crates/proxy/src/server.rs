@@ -107,7 +107,7 @@ pub(crate) fn build_with_grace(
     pingora_grace: Duration,
 ) -> Result<Built, StartError> {
     check_listeners(config)?;
-    let mut metrics = Metrics::new(config.max_models)?.with_max_tenants(
+    let mut metrics = Metrics::new(config.max_models, config.buckets)?.with_max_tenants(
         config
             .analysis
             .as_ref()
@@ -121,7 +121,7 @@ pub(crate) fn build_with_grace(
             .iter()
             .filter_map(|t| Some((t.name.clone(), t.provider.clone()?)))
             .collect();
-        let (o, instruments) = Otlp::start(cfg, &metrics.prom, providers)?;
+        let (o, instruments) = Otlp::start(cfg, &metrics.prom, providers, config.buckets)?;
         if let Some(i) = instruments {
             metrics = metrics.with_otel(i);
         }

@@ -247,6 +247,69 @@ duration_buckets! {
     }
 }
 
+/// Which bucket layouts a process registers: `Fine` (the default: every
+/// duration family resolves 5 % or 1 ms, 150–230 bounds each) or
+/// `Standard` (OpenTelemetry's advised bounds with vLLM's long tail,
+/// 19–26 each: about an eighth of the series, `histogram_quantile` off by
+/// up to the width of a bucket — 50 % between 0.25 and 0.5 s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Resolution {
+    #[default]
+    Fine,
+    Standard,
+}
+
+/// The standard layouts, by the fine one they stand for.
+const STANDARD: &[(&str, &[f64])] = &[
+    (
+        "ttft",
+        &[
+            0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+            10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+        ],
+    ),
+    (
+        "tpot",
+        &[
+            0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+            10.0, 20.0, 40.0, 80.0,
+        ],
+    ),
+    (
+        "duration",
+        &[
+            0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96,
+            81.92, 163.84, 327.68, 655.36, 1310.72, 2621.44, 5242.88, 10485.76,
+        ],
+    ),
+    (
+        "itl",
+        &[
+            0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05,
+            0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0,
+        ],
+    ),
+    (
+        "overhead",
+        &[
+            0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+            1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+        ],
+    ),
+];
+
+/// The bounds a family registers at `resolution`: its own, or, for a
+/// duration layout at `Standard`, the standard one that stands for it.
+pub fn at(buckets: &'static [f64], resolution: Resolution) -> &'static [f64] {
+    match (resolution, layout_of(buckets)) {
+        (Resolution::Standard, Some((name, _))) => STANDARD
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(buckets, |(_, b)| *b),
+        _ => buckets,
+    }
+}
+
 /// Every duration layout, with what it resolves: `docs/metrics.md` lists
 /// them once ("Bucket layouts") and each family names its layout.
 pub const LAYOUTS: &[(&str, &[f64], &str)] = &[

@@ -17,7 +17,13 @@ mod buckets;
 
 pub use crate::names::Label;
 pub use attribution::*;
-pub use buckets::{DURATION_BUCKETS, ITL_BUCKETS, OVERHEAD_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS};
+pub use buckets::{
+    Resolution, DURATION_BUCKETS, ITL_BUCKETS, OVERHEAD_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS,
+};
+/// Bucket layouts and the resolution switch.
+pub mod bucket_layouts {
+    pub use super::buckets::{at, layout_of, LAYOUTS};
+}
 pub use fleet::*;
 pub use join::*;
 pub use process::*;
@@ -281,7 +287,10 @@ same bucket. Bounds are the previous × 1.05 rounded down to three significant \
 digits; OpenTelemetry's advised boundaries are kept among them. Above the \
 range a few coarse bounds keep long tails visible, not resolved. The price is \
 series: 150–230 bucket series per histogram series (a family's series count \
-is its label combinations × (bounds + 3)). \
+is its label combinations × (bounds + 3)); `metrics.buckets: standard` \
+registers OpenTelemetry's advised bounds with vLLM's long tail instead \
+(19–26 per family, about an eighth of the series, each estimate within the \
+width of its bucket). \
 `tokentap_core::table::buckets::tests` checks the rule and the error over \
 known distributions (point masses, narrow and wide normals, log-normal, \
 uniform, bimodal) at centres across each range.\n\n";

@@ -44,12 +44,26 @@ pub struct MetricsFile {
     /// Distinct `model` label values before `other`.
     #[serde(default = "default_max_models")]
     pub max_models: usize,
+    /// Duration histograms' bounds: `fine` (every family resolves 5 % or
+    /// 1 ms) or `standard` (OpenTelemetry's advised bounds, an eighth of
+    /// the series).
+    #[serde(default)]
+    pub buckets: BucketsFile,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum BucketsFile {
+    #[default]
+    Fine,
+    Standard,
 }
 
 impl Default for MetricsFile {
     fn default() -> Self {
         MetricsFile {
             max_models: default_max_models(),
+            buckets: BucketsFile::Fine,
         }
     }
 }

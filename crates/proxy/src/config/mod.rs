@@ -36,6 +36,8 @@ pub struct Config {
     /// The admin listener's connection cap and head deadline.
     pub admin_limits: tokentap_core::limits::ListenerLimits,
     pub max_models: usize,
+    /// Duration histograms' bounds (`metrics.buckets`).
+    pub buckets: tokentap_core::table::Resolution,
     pub threads: usize,
     /// SIGTERM: /readyz 503 for this long before listeners stop accepting.
     pub drain_notice: Duration,
@@ -177,6 +179,10 @@ fn validate(f: FileConfig, base: &Path) -> Result<Config, ConfigError> {
         admin_listen,
         admin_limits: tokentap_telemetry::config::sections::admin_limits(&f.admin)?,
         max_models: f.metrics.max_models,
+        buckets: match f.metrics.buckets {
+            file::BucketsFile::Fine => tokentap_core::table::Resolution::Fine,
+            file::BucketsFile::Standard => tokentap_core::table::Resolution::Standard,
+        },
         threads: f.server.threads,
         drain_notice: secs_in(
             "server.drain_notice_seconds",

@@ -35,7 +35,7 @@ use tokentap_core::labels::{
 };
 use tokentap_core::limits::RejectReason;
 use tokentap_core::record::MeasureError;
-use tokentap_core::table::{self, kind, Metric};
+use tokentap_core::table::{self, kind, Metric, Resolution};
 use tokentap_telemetry::Registry;
 
 /// All metric state of a tap process.
@@ -57,9 +57,11 @@ impl std::ops::Deref for Metrics {
 }
 
 impl Metrics {
-    pub fn new(max_models: usize) -> prometheus::Result<Self> {
+    /// With the first `max_models` model labels and duration histograms
+    /// at `buckets` (`metrics.buckets`).
+    pub fn new(max_models: usize, buckets: Resolution) -> prometheus::Result<Self> {
         let m = Metrics {
-            registry: Arc::new(Registry::new()?),
+            registry: Arc::new(Registry::of(table::ALL, buckets)?),
             models: ModelLabels::new(max_models),
             tenants: ModelLabels::with_absent(DEFAULT_MAX_TENANTS, "none"),
             series: series::SeriesCache::default(),

@@ -23,7 +23,7 @@ fn series_lines(text: &str, name: &str) -> Vec<String> {
 
 #[test]
 fn one_series_per_tap_model_and_operation() {
-    let m = Metrics::new(10).unwrap();
+    let m = Metrics::new(10, Default::default()).unwrap();
     let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
     let s1 = m.series(&tap(), &a, Operation::Chat);
     assert!(Arc::ptr_eq(
@@ -44,7 +44,7 @@ fn one_series_per_tap_model_and_operation() {
 
 #[test]
 fn the_cache_is_bounded_and_past_it_series_still_count() {
-    let m = Metrics::new(10).unwrap();
+    let m = Metrics::new(10, Default::default()).unwrap();
     let cache = SeriesCache::with_max(2);
     for model in ["a", "b", "c", "d"] {
         let s = cache.get(&m, &tap(), &Arc::from(model), Operation::Chat);
@@ -66,7 +66,7 @@ fn the_cache_is_bounded_and_past_it_series_still_count() {
 
 #[test]
 fn a_non_streamed_request_creates_only_the_series_it_observes() {
-    let m = Metrics::new(10).unwrap();
+    let m = Metrics::new(10, Default::default()).unwrap();
     let model = m.model_label(Some("m"));
     let r = record();
     assert!(!r.stream && r.input_tokens == Some(9) && r.output_tokens == Some(2));
@@ -98,7 +98,7 @@ fn a_non_streamed_request_creates_only_the_series_it_observes() {
 
 #[test]
 fn a_record_goes_to_the_resolved_series_only_when_it_is_its_own() {
-    let m = Metrics::new(10).unwrap();
+    let m = Metrics::new(10, Default::default()).unwrap();
     let a = m.model_label(Some("a"));
     let b = m.model_label(Some("b"));
     let chat_a = m.series(&tap(), &a.value, Operation::Chat);

@@ -270,7 +270,7 @@ mod tests {
     #[test]
     fn a_request_keeps_the_settings_it_started_with() {
         let parts = TapParts {
-            metrics: Arc::new(Metrics::new(5).unwrap()),
+            metrics: Arc::new(Metrics::new(5, Default::default()).unwrap()),
             observer: None,
             correlator: None,
             sinks: Vec::new(),

@@ -183,6 +183,7 @@ impl Otlp {
         cfg: &OtlpConfig,
         prom: &PromMetrics,
         providers: HashMap<Arc<str>, Arc<str>>,
+        resolution: tokentap_core::table::Resolution,
     ) -> Result<(Otlp, Option<OtelMetrics>), OtlpError> {
         let resource = resource(cfg);
         let mut otlp = Otlp {
@@ -217,7 +218,7 @@ impl Otlp {
                 .with_resource(resource.clone())
                 .build();
             let meter = provider.meter("tokentap");
-            instruments = Some(OtelMetrics::new(&meter, providers.clone()));
+            instruments = Some(OtelMetrics::new(&meter, providers.clone(), resolution));
             otlp.meter_provider = Some(provider);
         }
         if cfg.traces {

@@ -38,7 +38,7 @@ use prom::PromMetrics;
 use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
 use tokentap_core::labels::LabelSet;
-use tokentap_core::table::{kind, Metric, MetricDef};
+use tokentap_core::table::{kind, Metric, MetricDef, Resolution};
 
 /// Every family of a table, in both exports.
 pub struct Registry {
@@ -48,15 +48,16 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// The whole canonical table.
+    /// The whole canonical table, duration histograms resolving 5 %.
     pub fn new() -> prometheus::Result<Self> {
-        Registry::of(tokentap_core::table::ALL)
+        Registry::of(tokentap_core::table::ALL, Resolution::Fine)
     }
 
-    /// The families of `table` (a test's own, or the canonical one).
-    pub fn of(table: &[&MetricDef]) -> prometheus::Result<Self> {
+    /// The families of `table` (a test's own, or the canonical one),
+    /// duration histograms at `resolution`.
+    pub fn of(table: &[&MetricDef], resolution: Resolution) -> prometheus::Result<Self> {
         Ok(Registry {
-            prom: PromMetrics::of(table)?,
+            prom: PromMetrics::of(table, resolution)?,
             otel: None,
         })
     }

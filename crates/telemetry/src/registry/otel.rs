@@ -19,7 +19,7 @@ use opentelemetry::KeyValue;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokentap_core::labels::LabelSet;
-use tokentap_core::table::{self, kind, Kind, Label, Metric, MetricDef};
+use tokentap_core::table::{self, bucket_layouts, kind, Kind, Label, Metric, MetricDef, Resolution};
 
 #[derive(Clone)]
 pub enum Instrument {
@@ -48,7 +48,11 @@ pub fn prometheus_only(def: &MetricDef) -> bool {
 }
 
 impl OtelMetrics {
-    pub fn new(meter: &Meter, providers: HashMap<Arc<str>, Arc<str>>) -> Self {
+    pub fn new(
+        meter: &Meter,
+        providers: HashMap<Arc<str>, Arc<str>>,
+        resolution: Resolution,
+    ) -> Self {
         let mut instruments = HashMap::new();
         for def in table::ALL.iter().filter(|d| !prometheus_only(d)) {
             let unit = def.unit.otel();
@@ -58,7 +62,7 @@ impl OtelMetrics {
                         .f64_histogram(def.otel_name)
                         .with_unit(unit)
                         .with_description(def.help)
-                        .with_boundaries(def.buckets.to_vec())
+                        .with_boundaries(bucket_layouts::at(def.buckets, resolution).to_vec())
                         .build(),
                 ),
                 Kind::Counter => Instrument::Counter(
@@ -141,7 +145,7 @@ pub fn discarding() -> OtelMetrics {
     let provider = opentelemetry_sdk::metrics::SdkMeterProvider::builder()
         .with_reader(reader)
         .build();
-    OtelMetrics::new(&provider.meter("discarding"), HashMap::new())
+    OtelMetrics::new(&provider.meter("discarding"), HashMap::new(), Resolution::Fine)
 }
 
 /// A metric exporter that drops what it is given.

@@ -11,7 +11,7 @@ use prometheus::{
 };
 use std::collections::HashMap;
 use tokentap_core::labels::LabelSet;
-use tokentap_core::table::{self, kind, Kind, Metric, MetricDef};
+use tokentap_core::table::{self, bucket_layouts, kind, Kind, Metric, MetricDef, Resolution};
 
 #[derive(Clone)]
 enum Family {
@@ -28,11 +28,11 @@ pub struct PromMetrics {
     families: HashMap<&'static str, Family>,
 }
 
-fn family(def: &MetricDef) -> prometheus::Result<Family> {
+fn family(def: &MetricDef, resolution: Resolution) -> prometheus::Result<Family> {
     let labels: Vec<&str> = def.labels.iter().map(|l| l.as_str()).collect();
     Ok(match def.kind {
         Kind::Histogram => Family::Histogram(HistogramVec::new(
-            HistogramOpts::new(def.name, def.help).buckets(def.buckets.to_vec()),
+            HistogramOpts::new(def.name, def.help).buckets(bucket_layouts::at(def.buckets, resolution).to_vec()),
             &labels,
         )?),
         Kind::Counter => {
@@ -63,15 +63,15 @@ fn register(registry: &Registry, f: &Family) -> prometheus::Result<()> {
 
 impl PromMetrics {
     pub fn new() -> prometheus::Result<Self> {
-        PromMetrics::of(table::ALL)
+        PromMetrics::of(table::ALL, Resolution::Fine)
     }
 
-    /// The families of `defs`.
-    pub fn of(defs: &[&MetricDef]) -> prometheus::Result<Self> {
+    /// The families of `defs`, duration histograms at `resolution`.
+    pub fn of(defs: &[&MetricDef], resolution: Resolution) -> prometheus::Result<Self> {
         let registry = Registry::new();
         let mut families = HashMap::new();
         for def in defs {
-            let f = family(def)?;
+            let f = family(def, resolution)?;
             register(&registry, &f)?;
             families.insert(def.name, f);
         }
