@@ -73,7 +73,13 @@ async fn official_openai_python_client_sees_the_same_through_a_tap() {
     // tokentap measured what the client received.
     let recs = tap.records.all();
     assert_eq!(recs.len(), 3);
-    assert!(recs.iter().all(|r| r.outcome == Outcome::Ok));
+    assert!(
+        recs.iter().all(|r| r.outcome == Outcome::Ok),
+        "outcomes {:?}",
+        recs.iter()
+            .map(|r| (r.operation.as_str(), r.stream, r.outcome))
+            .collect::<Vec<_>>()
+    );
     let streamed = recs
         .iter()
         .find(|r| r.stream && r.operation.as_str() == "chat")

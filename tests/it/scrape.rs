@@ -138,7 +138,10 @@ async fn labels_stay_bounded_under_10000_models_paths_and_api_keys() {
     println!(
         "10,000 models, paths and keys: {fine} series ({fine_kib} KiB) with metrics.buckets: fine, {standard} ({standard_kib} KiB) with standard"
     );
-    assert!(standard * 4 < fine, "standard buckets: {standard} series, fine {fine}");
+    assert!(
+        standard * 4 < fine,
+        "standard buckets: {standard} series, fine {fine}"
+    );
 }
 
 /// 10,000 requests with their own models, paths and keys through a tap

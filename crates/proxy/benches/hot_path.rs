@@ -186,7 +186,9 @@ fn request(c: &mut Criterion) {
         ),
         (
             "meter+metrics+otlp per non-streamed request",
-            Metrics::new(50, Default::default()).unwrap().with_otel(otel::discarding()),
+            Metrics::new(50, Default::default())
+                .unwrap()
+                .with_otel(otel::discarding()),
         ),
     ] {
         let metrics = Arc::new(metrics);

@@ -52,7 +52,11 @@ fn per_chunk_path_allocates_nothing() {
 
 #[test]
 fn per_chunk_path_allocates_nothing_with_otlp_metrics_on() {
-    per_chunk_allocations(Metrics::new(10, Default::default()).unwrap().with_otel(discarding()));
+    per_chunk_allocations(
+        Metrics::new(10, Default::default())
+            .unwrap()
+            .with_otel(discarding()),
+    );
 }
 
 fn per_chunk_allocations(metrics: Metrics) {
@@ -111,7 +115,11 @@ fn recording_a_finished_request_allocates_nothing_once_its_series_exist() {
 
 #[test]
 fn recording_a_finished_request_allocates_nothing_with_otlp_metrics_on() {
-    record_allocations(Metrics::new(10, Default::default()).unwrap().with_otel(discarding()));
+    record_allocations(
+        Metrics::new(10, Default::default())
+            .unwrap()
+            .with_otel(discarding()),
+    );
 }
 
 /// A finished non-streamed chat request with usage (as the simulator

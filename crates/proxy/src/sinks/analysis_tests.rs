@@ -35,7 +35,11 @@ fn lines(m: &Metrics, name: &str) -> Vec<String> {
 
 #[test]
 fn each_tenant_label_counts_its_requests_and_overflow_is_other() {
-    let m = Arc::new(Metrics::new(10, Default::default()).unwrap().with_max_tenants(2));
+    let m = Arc::new(
+        Metrics::new(10, Default::default())
+            .unwrap()
+            .with_max_tenants(2),
+    );
     let slo = Slo {
         ttft_ms: Some(300.0),
         ..Slo::default()
@@ -115,7 +119,11 @@ fn a_known_tenant_s_record_allocates_nothing() {
 
 #[test]
 fn a_known_tenant_s_record_allocates_nothing_with_otlp_metrics_on() {
-    known_tenant_allocations(Metrics::new(10, Default::default()).unwrap().with_otel(discarding()));
+    known_tenant_allocations(
+        Metrics::new(10, Default::default())
+            .unwrap()
+            .with_otel(discarding()),
+    );
 }
 
 fn known_tenant_allocations(m: Metrics) {
@@ -138,7 +146,11 @@ fn known_tenant_allocations(m: Metrics) {
 #[test]
 fn past_the_cap_a_tenant_s_requests_still_count() {
     let over = MAX_TENANT_SERIES + 2;
-    let m = Arc::new(Metrics::new(10, Default::default()).unwrap().with_max_tenants(over + 10));
+    let m = Arc::new(
+        Metrics::new(10, Default::default())
+            .unwrap()
+            .with_max_tenants(over + 10),
+    );
     let fleet = FleetSeries::new(m.clone(), tap(), Slo::default());
     let names: Vec<String> = (0..over).map(|i| format!("t{i}")).collect();
     for name in &names {

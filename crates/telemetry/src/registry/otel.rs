@@ -19,7 +19,9 @@ use opentelemetry::KeyValue;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tokentap_core::labels::LabelSet;
-use tokentap_core::table::{self, bucket_layouts, kind, Kind, Label, Metric, MetricDef, Resolution};
+use tokentap_core::table::{
+    self, bucket_layouts, kind, Kind, Label, Metric, MetricDef, Resolution,
+};
 
 #[derive(Clone)]
 pub enum Instrument {
@@ -145,7 +147,11 @@ pub fn discarding() -> OtelMetrics {
     let provider = opentelemetry_sdk::metrics::SdkMeterProvider::builder()
         .with_reader(reader)
         .build();
-    OtelMetrics::new(&provider.meter("discarding"), HashMap::new(), Resolution::Fine)
+    OtelMetrics::new(
+        &provider.meter("discarding"),
+        HashMap::new(),
+        Resolution::Fine,
+    )
 }
 
 /// A metric exporter that drops what it is given.

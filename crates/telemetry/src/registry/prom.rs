@@ -32,7 +32,8 @@ fn family(def: &MetricDef, resolution: Resolution) -> prometheus::Result<Family>
     let labels: Vec<&str> = def.labels.iter().map(|l| l.as_str()).collect();
     Ok(match def.kind {
         Kind::Histogram => Family::Histogram(HistogramVec::new(
-            HistogramOpts::new(def.name, def.help).buckets(bucket_layouts::at(def.buckets, resolution).to_vec()),
+            HistogramOpts::new(def.name, def.help)
+                .buckets(bucket_layouts::at(def.buckets, resolution).to_vec()),
             &labels,
         )?),
         Kind::Counter => {

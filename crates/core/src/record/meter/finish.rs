@@ -34,8 +34,17 @@ impl Meter {
             TokenSource::Usage
         };
         let since = move |t: Option<Instant>| t.map(|t| t.saturating_duration_since(t0));
+        // A client that leaves once the stream's terminal event has gone
+        // past (the official OpenAI client closes without reading the last
+        // chunk) had the whole answer: the request ends at that event.
+        let end = match (end, st.end.done_at) {
+            (TransportEnd::ClientGone, Some(_)) if self.resp.status.is_some_and(|s| s < 400) => {
+                TransportEnd::Complete
+            }
+            _ => end,
+        };
         let end_at = match end {
-            TransportEnd::Complete => self.resp.t_body_end.unwrap_or(at),
+            TransportEnd::Complete => self.resp.t_body_end.or(st.end.done_at).unwrap_or(at),
             _ => at,
         };
         let e2e = end_at.saturating_duration_since(self.t0);
@@ -59,7 +68,7 @@ impl Meter {
                 if is_sse
                     && st.end.measure_error.is_none()
                     && (200..300).contains(&status)
-                    && !st.end.done
+                    && st.end.done_at.is_none()
                     && st.end.finish.is_none() =>
             {
                 (
@@ -132,7 +141,7 @@ impl Meter {
             reasoning_tokens: self.stream.tokens.usage.reasoning_tokens,
             tpot,
             finish_reason: self.stream.end.finish,
-            done_seen: self.stream.end.done,
+            done_seen: self.stream.end.done_at.is_some(),
             outcome,
             error_type,
             measure_error: self.stream.end.measure_error.or(self.req.error),

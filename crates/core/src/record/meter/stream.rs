@@ -75,7 +75,9 @@ pub(super) struct Tokens {
 #[derive(Debug, Default)]
 pub(super) struct Ending {
     pub(super) finish: Option<FinishReason>,
-    pub(super) done: bool,
+    /// When the stream's terminal event (`[DONE]`, `message_stop`, a
+    /// `done` line, `response.completed`) went past.
+    pub(super) done_at: Option<Instant>,
     pub(super) error_event: bool,
     pub(super) measure_error: Option<MeasureError>,
 }
@@ -157,7 +159,9 @@ impl StreamState {
         };
         self.absorb_common(&s);
         match s.kind {
-            EventKind::Done => self.end.done = true,
+            EventKind::Done => {
+                self.end.done_at.get_or_insert(at);
+            }
             EventKind::Token => self.token_event(ctx, &s, sink),
             _ => {}
         }

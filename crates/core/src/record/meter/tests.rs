@@ -179,6 +179,21 @@ fn usage_only_on_the_last_token_event_is_not_per_event() {
 }
 
 #[test]
+fn a_client_that_leaves_after_the_terminal_event_had_the_whole_answer() {
+    let (r, _) = run(&typical(), 180, TransportEnd::ClientGone);
+    assert_eq!(r.outcome, Outcome::Ok);
+    assert_eq!(r.error_type, None);
+    assert_eq!(r.e2e, ms(143), "ends at [DONE], not at the close");
+    assert_eq!(r.output_tokens, Some(3));
+    // Without the terminal event, leaving is a cancel even after the
+    // finish reason (the usage event may still be to come).
+    let mut p = typical();
+    p.truncate(6);
+    let (r, _) = run(&p, 180, TransportEnd::ClientGone);
+    assert_eq!(r.outcome, Outcome::ClientCancelled);
+}
+
+#[test]
 fn outcomes() {
     let mut p = typical();
     p.truncate(4);

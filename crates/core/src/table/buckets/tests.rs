@@ -179,7 +179,10 @@ fn histogram_quantile_is_within_5_percent_or_1ms_across_each_range() {
 fn the_standard_resolution_stands_for_every_fine_layout() {
     for (name, fine, _) in LAYOUTS {
         let standard = at(fine, Resolution::Standard);
-        assert!(standard.len() < 30 && standard.len() < fine.len() / 5, "{name}");
+        assert!(
+            standard.len() < 30 && standard.len() < fine.len() / 5,
+            "{name}"
+        );
         assert!(standard.windows(2).all(|w| w[0] < w[1]), "{name}");
         assert_eq!(at(fine, Resolution::Fine), *fine);
     }
