@@ -20,6 +20,7 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods))]
 
 pub mod analysis;
+pub mod calls;
 pub mod chunked;
 pub mod correlate;
 pub mod decode;
@@ -29,6 +30,7 @@ pub mod hash;
 pub mod inject;
 pub mod labels;
 pub mod limits;
+pub mod links;
 pub mod names;
 pub mod otlp;
 pub mod record;

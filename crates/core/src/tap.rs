@@ -4,11 +4,25 @@
 
 crate::names::label_enum! {
     /// Which system a tap sits in front of (methodology boundaries, plus
-    /// tokentap's `guardrail`).
+    /// the services a gateway or a compound system calls: `guardrail`,
+    /// `tool` — MCP servers and plain HTTP tools — and `retrieval`).
     pub enum Boundary {
         Engine = "engine",
         Gateway = "gateway",
         Compound = "compound",
         Guardrail = "guardrail",
+        Tool = "tool",
+        Retrieval = "retrieval",
+    }
+}
+
+impl Boundary {
+    /// A service called on a request's behalf, timed per call (not an LLM
+    /// layer that nests).
+    pub fn is_service(self) -> bool {
+        matches!(
+            self,
+            Boundary::Guardrail | Boundary::Tool | Boundary::Retrieval
+        )
     }
 }

@@ -21,7 +21,7 @@ fn rank(b: Boundary) -> u8 {
         Boundary::Compound => 3,
         Boundary::Gateway => 2,
         Boundary::Engine => 1,
-        Boundary::Guardrail => 0,
+        Boundary::Guardrail | Boundary::Tool | Boundary::Retrieval => 0,
     }
 }
 
@@ -39,7 +39,7 @@ fn signed(a: Duration, b: Duration) -> f64 {
 }
 
 fn encloses(outer: &TapRecord, inner: &TapRecord, clocks: Clocks) -> bool {
-    let layered = !outer.is_guardrail() && outer.tap != inner.tap;
+    let layered = !outer.boundary.is_service() && outer.tap != inner.tap;
     match clocks {
         Clocks::Shared => {
             layered
@@ -186,7 +186,7 @@ where
     let mut res = Resolution::default();
     let outers: Vec<Option<usize>> = (0..records.len())
         .map(|i| {
-            if records.get(i).is_some_and(TapRecord::is_guardrail) {
+            if records.get(i).is_some_and(|r| r.boundary.is_service()) {
                 None
             } else {
                 immediate_outer(records, i, clocks)
@@ -220,7 +220,8 @@ fn owner_of(records: &[TapRecord], h: &TapRecord, clocks: Clocks) -> Option<usiz
         .iter()
         .enumerate()
         .filter(|(_, c)| {
-            !c.is_guardrail() && (clocks == Clocks::PerTap || (c.t0 <= h.t0 && c.end() >= h.t0))
+            !c.boundary.is_service()
+                && (clocks == Clocks::PerTap || (c.t0 <= h.t0 && c.end() >= h.t0))
         })
         .max_by_key(|(_, c)| {
             let pref = match c.boundary {
