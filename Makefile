@@ -135,4 +135,4 @@ bench: build
 
 clean:
 	$(CARGO) clean
-	rm -rf .venv
+	rm -rf .venv .venv-compound

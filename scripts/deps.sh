@@ -16,6 +16,9 @@
 #              argument `pgo` (`make build`), not for the tests
 #   .venv      the official `openai`, `anthropic`, `ollama` and `huggingface_hub` Python clients for the real-client tests,
 #              `kubernetes-validate` and the Prometheus Operator's CRD models for `make deploy-check` (pip)
+#   .venv-compound  the compound system's real components for the tool, retrieval
+#              and agent tests: the official MCP SDK, the OpenAI Agents SDK and
+#              Chroma (pip; a venv of its own: Chroma's dependencies are many)
 #   cargo-deny licenses, bans and sources of the dependency tree (cargo install)
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
@@ -71,6 +74,12 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import openai, anthropic,
   echo "deps: creating .venv with the openai, anthropic, ollama and huggingface_hub clients, kubernetes-validate and the PodMonitor schema"
   python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r tests/py/requirements.txt
+fi
+
+if [ ! -x .venv-compound/bin/python ] || ! .venv-compound/bin/python -c "import mcp, agents, chromadb" >/dev/null 2>&1; then
+  echo "deps: creating .venv-compound with the MCP SDK, the OpenAI Agents SDK and Chroma"
+  python3 -m venv .venv-compound
+  .venv-compound/bin/pip install -q --disable-pip-version-check -r tests/py/compound-requirements.txt
 fi
 
 # cargo-deny: the supply-chain check in `make test` (licenses, bans, sources).

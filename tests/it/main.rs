@@ -52,3 +52,4 @@ mod soak;
 mod support;
 mod syscalls;
 mod tls;
+mod tools;

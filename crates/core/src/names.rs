@@ -148,6 +148,20 @@ pub enum Label {
     JoinSpanResult,
     /// Whether a request met the SLOs (the same name, other values).
     SloResult,
+    /// An MCP request's method.
+    McpMethod,
+    /// The tool a `tools/call` named (empty for other methods).
+    ToolName,
+    /// How an MCP call ended (empty when it succeeded).
+    ErrorType,
+    /// MCP messages that are no call (the same name as `InputKind`,
+    /// other values).
+    McpMessage,
+    /// The service a retrieval or tool tap's call went to.
+    System,
+    /// What a retrieval call did (the same name as `Operation`, other
+    /// values).
+    CallOperation,
 }
 
 impl Label {
@@ -190,6 +204,12 @@ impl Label {
             | Label::JoinExportResult
             | Label::JoinSpanResult
             | Label::SloResult => "tokentap.result",
+            Label::McpMethod => "mcp.method.name",
+            Label::ToolName => "gen_ai.tool.name",
+            Label::ErrorType => "error.type",
+            Label::McpMessage => "tokentap.mcp.message",
+            Label::System => "tokentap.call.system",
+            Label::CallOperation => "tokentap.call.operation",
         }
     }
 
@@ -230,6 +250,12 @@ impl Label {
             Label::Cache => "cache",
             Label::Figure => "figure",
             Label::Engine => "engine",
+            Label::McpMethod => "mcp_method_name",
+            Label::ToolName => "gen_ai_tool_name",
+            Label::ErrorType => "error_type",
+            Label::McpMessage => "kind",
+            Label::System => "system",
+            Label::CallOperation => "operation",
         }
     }
 }

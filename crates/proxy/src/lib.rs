@@ -14,6 +14,7 @@
 //! and the admin endpoints are `tokentap_host`'s; the joiner is
 //! `tokentap_join`.
 
+pub mod calls;
 pub mod config;
 pub mod engine_scrape;
 pub mod fds;

@@ -78,6 +78,9 @@ pub fn diff(old: &Config, new: &Config) -> Diff {
     if old.max_models != new.max_models {
         d.restart.push("metrics.max_models".into());
     }
+    if old.max_tools != new.max_tools {
+        d.restart.push("metrics.max_tools".into());
+    }
     if old.threads != new.threads {
         d.restart.push("server.threads".into());
     }

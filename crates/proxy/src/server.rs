@@ -107,12 +107,14 @@ pub(crate) fn build_with_grace(
     pingora_grace: Duration,
 ) -> Result<Built, StartError> {
     check_listeners(config)?;
-    let mut metrics = Metrics::new(config.max_models, config.buckets)?.with_max_tenants(
-        config
-            .analysis
-            .as_ref()
-            .map_or(crate::metrics::DEFAULT_MAX_TENANTS, |a| a.max_tenants),
-    );
+    let mut metrics = Metrics::new(config.max_models, config.buckets)?
+        .with_max_tools(config.max_tools)
+        .with_max_tenants(
+            config
+                .analysis
+                .as_ref()
+                .map_or(crate::metrics::DEFAULT_MAX_TENANTS, |a| a.max_tenants),
+        );
     let mut otlp = None;
     let mut span_events = 0;
     if let Some(cfg) = &config.otlp {
@@ -189,6 +191,7 @@ pub(crate) fn build_with_grace(
             boundary: tap_cfg.boundary,
         };
         let labels_for_fleet = labels.clone();
+        let calls = crate::calls::CallTap::for_tap(&labels, &metrics, spans.clone());
         let slo = config
             .analysis
             .as_ref()
@@ -230,6 +233,7 @@ pub(crate) fn build_with_grace(
             correlator: correlator.clone().map(CorrelatorSink),
         });
         let parts = TapParts {
+            calls,
             metrics: metrics.clone(),
             observer: hooks.observer.clone(),
             correlator: correlator.clone(),

@@ -123,15 +123,19 @@ impl Started {
     }
 
     /// The call's answer, seen at `at`.
+    /// `event`: it came as an SSE event (the first event about the call).
     pub fn answered(
         mut self,
         at: Instant,
+        event: bool,
         result: Option<&RawValue>,
         error: Option<i64>,
         bytes: usize,
         with_links: bool,
     ) -> Call {
-        self.first_event.get_or_insert(at);
+        if event {
+            self.first_event.get_or_insert(at);
+        }
         let o = mcp::outcome(self.method, result, error, with_links);
         let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
         self.call(at, o.error, error, o.result_hash, bytes)
@@ -160,10 +164,12 @@ pub enum Waiting<'a> {
 
 /// Reads one SSE event's data (or a JSON body) of an answer: every message
 /// in it acts on the calls it concerns. `first_event` marks every call of
-/// the exchange: the event is about the request that opened the stream.
+/// the exchange: the event is about the request that opened the stream
+/// (`event`: the data came as an SSE event, not as a JSON body).
 pub fn read_answer(
     data: &[u8],
     at: Instant,
+    event: bool,
     waiting: Waiting<'_>,
     with_links: bool,
     sink: &mut dyn CallSink,
@@ -174,7 +180,7 @@ pub fn read_answer(
     };
     sink.message(MessageCount::Untracked, batch.untracked() as u64);
     let mut waiting = waiting;
-    if let Waiting::Here(a) = &mut waiting {
+    if let (Waiting::Here(a), true) = (&mut waiting, event) {
         for c in &mut a.calls {
             c.first_event.get_or_insert(at);
         }
@@ -193,7 +199,7 @@ pub fn read_answer(
                         .iter()
                         .position(|c| c.id == id)
                         .map(|i| a.calls.swap_remove(i))
-                        .map(|c| sink.call(c.answered(at, result, error, bytes, with_links)))
+                        .map(|c| sink.call(c.answered(at, event, result, error, bytes, with_links)))
                         .is_some(),
                     Waiting::Session(s) => {
                         let s = *s;
@@ -202,7 +208,7 @@ pub fn read_answer(
                             table.expire(at, emit);
                             if let Some(c) = table.take(s, id) {
                                 found = true;
-                                emit(c.answered(at, result, error, bytes, with_links));
+                                emit(c.answered(at, event, result, error, bytes, with_links));
                             }
                         });
                         found

@@ -339,18 +339,21 @@ impl CallMeter {
                         return;
                     };
                     match mode {
-                        Mode::Post(a) => read_answer(data, at, Waiting::Here(a), with_links, sink),
+                        Mode::Post(a) => {
+                            read_answer(data, at, true, Waiting::Here(a), with_links, sink)
+                        }
                         Mode::Stream { session } => {
                             if event == b"endpoint" {
                                 *session = std::str::from_utf8(data).ok().and_then(url_session);
                             } else if let Some(s) = *session {
-                                read_answer(data, at, Waiting::Session(s), with_links, sink);
+                                read_answer(data, at, true, Waiting::Session(s), with_links, sink);
                             } else if !data.is_empty() {
                                 // A streamable-HTTP server stream: messages
                                 // outside any call.
                                 read_answer(
                                     data,
                                     at,
+                                    true,
                                     Waiting::Here(&mut Answers::default()),
                                     false,
                                     sink,
@@ -381,7 +384,7 @@ impl CallMeter {
         let ok = self.status.is_some_and(|s| (200..300).contains(&s));
         match &mut self.mode {
             Mode::Post(a) if !body.is_empty() && ok => {
-                read_answer(body, at, Waiting::Here(a), self.with_links, sink)
+                read_answer(body, at, false, Waiting::Here(a), self.with_links, sink)
             }
             Mode::Post(a) if !body.is_empty() => {
                 // An error status: a JSON-RPC error without an id names no

@@ -30,7 +30,7 @@ pub mod pending;
 pub mod retrieval;
 
 pub use mcp::{McpError, McpMethod};
-pub use meter::{CallHead, CallMeter, CallProtocol};
+pub use meter::{CallHead, CallLimits, CallMeter, CallProtocol};
 pub use pending::Pending;
 pub use retrieval::{RetrievalOp, RetrievalSystem};
 

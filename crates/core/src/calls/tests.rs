@@ -179,7 +179,11 @@ fn the_2026_protocol_with_json_answers_and_progress_over_sse() {
     );
     // A JSON answer completes at the body's end.
     assert_eq!(ms(&c.calls[2]), 54);
-    assert_eq!(c.calls[2].first_event, Some(Duration::from_millis(54)));
+    assert_eq!(c.calls[2].first_event, None, "a JSON answer is no event");
+    assert!(
+        c.calls[4].first_event.is_some(),
+        "slow's progress came as events"
+    );
     let (c, _) = replay("v2_sh_auto_unknown", CallProtocol::Tool);
     assert_eq!(
         summary(&c)[1],
@@ -188,6 +192,9 @@ fn the_2026_protocol_with_json_answers_and_progress_over_sse() {
     let (c, _) = replay("v2_sh_json", CallProtocol::Tool);
     // json_response: progress is dropped by the server.
     assert_eq!(summary(&c)[4], (M::ToolsCall, Some("slow"), E::None, 0));
+    // A JSON answer is no event: time to first byte, no first event.
+    assert!(c.calls.iter().all(|c| c.first_event.is_none()));
+    assert!(c.calls.iter().all(|c| c.ttfb.is_some()));
 }
 
 #[test]

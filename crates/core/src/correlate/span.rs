@@ -46,6 +46,9 @@ pub mod key {
     pub const DIALECT: &str = "tokentap.dialect";
     /// How it was chosen: `path`, `content`, `config`.
     pub const DIALECT_SOURCE: &str = "tokentap.dialect.source";
+    /// A call's span (tool and retrieval taps): `mcp`, `retrieval` or
+    /// `http`. A span without it is a request's.
+    pub const CALL_KIND: &str = "tokentap.call.kind";
 }
 
 /// Typed access to one span's attributes (the joiner implements it over

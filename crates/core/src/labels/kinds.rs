@@ -85,4 +85,10 @@ kinds! {
     JoinExportResult: crate::labels::JoinExportResult = enum, " (`tokentap join`: OTLP exports)";
     JoinSpanResult: crate::labels::JoinSpanResult = enum, " (`tokentap join`: spans)";
     SloResult: crate::labels::SloResult = enum;
+    McpMethod: crate::calls::McpMethod = enum, " (MCP calls)";
+    ToolName: std::sync::Arc<str> = "the tool a `tools/call` named: the first `metrics.max_tools` distinct names of the process (default 50, at most 128 printable bytes), then `other`; empty for other methods (and then no OpenTelemetry attribute)";
+    ErrorType: crate::calls::McpError = enum, " (MCP calls; empty when it succeeded, and then no OpenTelemetry attribute)";
+    McpMessage: crate::calls::MessageCount = enum, " (MCP messages that are no call of their own)";
+    System: crate::calls::RetrievalSystem = enum, " (retrieval and plain tool calls)";
+    CallOperation: crate::calls::RetrievalOp = enum, " (retrieval and plain tool calls)";
 }

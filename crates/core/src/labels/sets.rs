@@ -244,3 +244,28 @@ label_set! {
     /// A sink's panics, per tap.
     pub struct SinkPanicLabels { ..tap: TapLabels, sink: Sink }
 }
+
+label_set! {
+    /// One MCP call, by method, tool and how it ended.
+    pub struct McpOperation { ..tap: TapLabels, mcp_method_name: McpMethod, gen_ai_tool_name: ToolName, error_type: ErrorType }
+}
+
+label_set! {
+    /// MCP calls by method.
+    pub struct McpMethodLabels { ..tap: TapLabels, mcp_method_name: McpMethod }
+}
+
+label_set! {
+    /// MCP messages that are no call, by kind.
+    pub struct McpMessages { ..tap: TapLabels, kind: McpMessage }
+}
+
+label_set! {
+    /// A retrieval or plain tool call, by service and operation.
+    pub struct CallLabels { ..tap: TapLabels, system: System, operation: CallOperation }
+}
+
+label_set! {
+    /// A retrieval or plain tool call, by how it ended.
+    pub struct CallOutcome { ..base: CallLabels, outcome: Outcome }
+}

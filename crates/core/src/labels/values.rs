@@ -25,6 +25,8 @@ label_enum! {
         Hop = "hop",
         /// An `outer`/`inner` pair beyond the cap: both become `other`.
         Pair = "pair",
+        /// A tool name of an MCP call.
+        ToolName = "gen_ai_tool_name",
     }
 }
 

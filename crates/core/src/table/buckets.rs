@@ -184,6 +184,37 @@ const OTEL_DURATION: &[u64] = &[
     81_920 * MS,
 ];
 
+/// The MCP semantic conventions' advised `mcp.client.operation.duration`
+/// boundaries.
+const OTEL_MCP: &[u64] = &[
+    10 * MS,
+    20 * MS,
+    50 * MS,
+    100 * MS,
+    200 * MS,
+    500 * MS,
+    S,
+    2 * S,
+    5 * S,
+    10 * S,
+    30 * S,
+    60 * S,
+    120 * S,
+    300 * S,
+];
+
+duration_buckets! {
+    /// Calls of a compound system (MCP tools, retrieval): resolved from
+    /// 1 ms to 300 s, the MCP conventions' advised boundaries among them.
+    CALL_BUCKETS = Layout {
+        below: &[],
+        lo: MS,
+        hi: 300 * S,
+        anchors: OTEL_MCP,
+        tail: &[],
+    }
+}
+
 duration_buckets! {
     /// Time to first token, byte or event: resolved from 1 ms to 60 s
     /// (OpenTelemetry's advised boundaries among them), then vLLM's long
@@ -290,6 +321,12 @@ const STANDARD: &[(&str, &[f64])] = &[
         ],
     ),
     (
+        "call",
+        &[
+            0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+        ],
+    ),
+    (
         "overhead",
         &[
             0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -332,6 +369,11 @@ pub const LAYOUTS: &[(&str, &[f64], &str)] = &[
         "itl",
         ITL_BUCKETS,
         "0.5 ms, resolved from 1 ms to 10 s, then 20, 40 and 80 s",
+    ),
+    (
+        "call",
+        CALL_BUCKETS,
+        "resolved from 1 ms to 300 s (the MCP conventions' advised boundaries among them)",
     ),
     (
         "overhead",

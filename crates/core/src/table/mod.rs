@@ -18,12 +18,14 @@ mod buckets;
 pub use crate::names::Label;
 pub use attribution::*;
 pub use buckets::{
-    Resolution, DURATION_BUCKETS, ITL_BUCKETS, OVERHEAD_BUCKETS, TPOT_BUCKETS, TTFT_BUCKETS,
+    Resolution, CALL_BUCKETS, DURATION_BUCKETS, ITL_BUCKETS, OVERHEAD_BUCKETS, TPOT_BUCKETS,
+    TTFT_BUCKETS,
 };
 /// Bucket layouts and the resolution switch.
 pub mod bucket_layouts {
     pub use super::buckets::{at, layout_of, LAYOUTS};
 }
+pub use calls::*;
 pub use fleet::*;
 pub use join::*;
 pub use process::*;
@@ -96,6 +98,11 @@ pub enum Unit {
     Ratio,
     TokensPerSecond,
     RequestsPerSecond,
+    Bytes,
+    Calls,
+    Messages,
+    Results,
+    Inputs,
 }
 
 impl Unit {
@@ -110,6 +117,11 @@ impl Unit {
             Unit::Info | Unit::Ratio => "1",
             Unit::TokensPerSecond => "{token}/s",
             Unit::RequestsPerSecond => "{request}/s",
+            Unit::Bytes => "By",
+            Unit::Calls => "{call}",
+            Unit::Messages => "{message}",
+            Unit::Results => "{result}",
+            Unit::Inputs => "{input}",
         }
     }
 }
@@ -127,6 +139,9 @@ pub enum Test {
     MemoryPressure,
     LongContext,
     GuardrailOverhead,
+    /// Not one of the ten: the compound-system boundary's own calls
+    /// (retrieval, tools), which its end-to-end time is made of.
+    Compound,
 }
 
 impl Test {
@@ -142,6 +157,7 @@ impl Test {
             Test::MemoryPressure => "8 memory pressure",
             Test::LongContext => "9 long context",
             Test::GuardrailOverhead => "10 guardrail overhead",
+            Test::Compound => "compound-system boundary (retrieval, tools)",
         }
     }
 }
@@ -227,6 +243,15 @@ pub const TOKEN_BUCKETS: &[f64] = &[
     16777216.0, 67108864.0,
 ];
 pub const SHARE_BUCKETS: &[f64] = &[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0];
+/// Sizes of a call's request or response, 64 B to 64 MiB by powers of 4.
+pub const BYTES_BUCKETS: &[f64] = &[
+    64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0,
+    67108864.0,
+];
+/// Counts of results, documents or vectors of one call.
+pub const COUNT_BUCKETS: &[f64] = &[
+    0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 10000.0,
+];
 pub const TOKENS_PER_EVENT_BUCKETS: &[f64] = &[
     1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 12.0, 16.0, 24.0, 32.0, 64.0, 128.0,
 ];
@@ -275,7 +300,7 @@ macro_rules! files {
     };
 }
 
-files!(request, process, attribution, join, fleet, window);
+files!(request, process, attribution, join, fleet, window, calls);
 
 const BUCKETS_DOC: &str = "### Bucket layouts\n\n\
 Every duration histogram resolves the range it serves so that PromQL's \

@@ -44,6 +44,9 @@ pub struct MetricsFile {
     /// Distinct `model` label values before `other`.
     #[serde(default = "default_max_models")]
     pub max_models: usize,
+    /// Distinct `gen_ai_tool_name` label values (MCP tools) before `other`.
+    #[serde(default = "default_max_models")]
+    pub max_tools: usize,
     /// Duration histograms' bounds: `fine` (every family resolves 5 % or
     /// 1 ms) or `standard` (OpenTelemetry's advised bounds, an eighth of
     /// the series).
@@ -63,6 +66,7 @@ impl Default for MetricsFile {
     fn default() -> Self {
         MetricsFile {
             max_models: default_max_models(),
+            max_tools: default_max_models(),
             buckets: BucketsFile::Fine,
         }
     }
@@ -136,6 +140,10 @@ pub enum BoundaryFile {
     Gateway,
     Compound,
     Guardrail,
+    /// MCP servers and plain HTTP tools.
+    Tool,
+    /// Vector search, rerank, embeddings.
+    Retrieval,
 }
 
 #[derive(Debug, Deserialize)]

@@ -36,6 +36,8 @@ pub struct Config {
     /// The admin listener's connection cap and head deadline.
     pub admin_limits: tokentap_core::limits::ListenerLimits,
     pub max_models: usize,
+    /// Distinct tool names with their own series (`metrics.max_tools`).
+    pub max_tools: usize,
     /// Duration histograms' bounds (`metrics.buckets`).
     pub buckets: tokentap_core::table::Resolution,
     pub threads: usize,
@@ -144,6 +146,9 @@ fn validate(f: FileConfig, base: &Path) -> Result<Config, ConfigError> {
     if f.metrics.max_models == 0 {
         return Err(err("metrics.max_models", "must be at least 1"));
     }
+    if f.metrics.max_tools == 0 {
+        return Err(err("metrics.max_tools", "must be at least 1"));
+    }
     if f.server.threads == 0 {
         return Err(err("server.threads", "must be at least 1"));
     }
@@ -179,6 +184,7 @@ fn validate(f: FileConfig, base: &Path) -> Result<Config, ConfigError> {
         admin_listen,
         admin_limits: tokentap_telemetry::config::sections::admin_limits(&f.admin)?,
         max_models: f.metrics.max_models,
+        max_tools: f.metrics.max_tools,
         buckets: match f.metrics.buckets {
             file::BucketsFile::Fine => tokentap_core::table::Resolution::Fine,
             file::BucketsFile::Standard => tokentap_core::table::Resolution::Standard,

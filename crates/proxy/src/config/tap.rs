@@ -13,6 +13,8 @@ pub(super) fn validate_tap(key: &str, t: &TapFile, base: &Path) -> Result<TapCon
         BoundaryFile::Gateway => Boundary::Gateway,
         BoundaryFile::Compound => Boundary::Compound,
         BoundaryFile::Guardrail => Boundary::Guardrail,
+        BoundaryFile::Tool => Boundary::Tool,
+        BoundaryFile::Retrieval => Boundary::Retrieval,
     };
     let hop = match (boundary, &t.hop) {
         (Boundary::Guardrail, Some(h)) => Some(label_name(&format!("{key}.hop"), "hop", h)?),

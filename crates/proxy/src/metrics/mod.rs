@@ -43,6 +43,8 @@ pub struct Metrics {
     /// The families in both exports (shared with the correlator's sink).
     pub registry: Arc<Registry>,
     pub models: ModelLabels,
+    /// The first-N MCP tool names (`metrics.max_tools`; absent: empty).
+    pub tools: ModelLabels,
     /// The first-N tenants of the mergeable tenant series.
     pub tenants: ModelLabels,
     /// Each (tap, model, operation)'s series, resolved once.
@@ -63,6 +65,7 @@ impl Metrics {
         let m = Metrics {
             registry: Arc::new(Registry::of(table::ALL, buckets)?),
             models: ModelLabels::new(max_models),
+            tools: ModelLabels::with_absent(max_models, ""),
             tenants: ModelLabels::with_absent(DEFAULT_MAX_TENANTS, "none"),
             series: series::SeriesCache::default(),
         };
@@ -73,6 +76,24 @@ impl Metrics {
             },
         );
         Ok(m)
+    }
+
+    /// Tool names get their own series up to this many (`metrics.max_tools`).
+    pub fn with_max_tools(mut self, max: usize) -> Self {
+        self.tools = ModelLabels::with_absent(max, "");
+        self
+    }
+
+    /// The tool-name label of an MCP call (counting an overflow once).
+    pub fn tool_label(&self, raw: Option<&str>) -> ModelLabel {
+        let label = self.tools.label(raw);
+        if label.overflowed {
+            let labels = Overflow {
+                label: LabelName::ToolName,
+            };
+            self.add(&table::LABEL_OVERFLOW, &labels, 1);
+        }
+        label
     }
 
     /// Tenants get their own series up to this many (`analysis.max_tenants`).

@@ -56,6 +56,8 @@ pub struct RequestCtx {
     /// Keeps this request's trace open in the correlator while it runs
     /// (dropped after `logging` submitted the record).
     open_trace: Option<tokentap_core::correlate::OpenTrace>,
+    /// A tool or retrieval tap's calls in this exchange (`calls`).
+    pub(super) calls: Option<super::call_hooks::Exchange>,
     _in_flight: InFlight,
 }
 
@@ -99,7 +101,13 @@ impl RequestCtx {
             .with_dialect(settings.config.dialect)
             .with_estimator(settings.config.estimator);
         let measure = settings.config.measure;
+        let calls = tap
+            .calls
+            .as_ref()
+            .filter(|_| measure)
+            .map(|c| super::call_hooks::Exchange::new(c.clone(), now, wall));
         RequestCtx {
+            calls,
             meter,
             sink,
             settings,
@@ -206,6 +214,7 @@ impl RequestCtx {
     /// A piece of the request body. A large complete body is parsed on the
     /// blocking pool, so the tap's thread keeps relaying other streams.
     pub fn request_body(&mut self, piece: &[u8], end: bool) {
+        self.calls(|m, out| m.request_body(piece, end, out));
         let Some(Some(body)) =
             self.guarded(MeterCall::RequestBody, |m, _| m.request_body(piece, end))
         else {
@@ -232,6 +241,9 @@ impl RequestCtx {
         use http::header::{CONTENT_ENCODING, CONTENT_TYPE};
         let get = |name| super::headers::get(h, name);
         let content_length = super::headers::content_length(h);
+        self.calls(|m, out| {
+            m.response_head(at, status, get(&CONTENT_TYPE), get(&CONTENT_ENCODING), out)
+        });
         self.guarded(MeterCall::ResponseHead, |m, sink| {
             // A request whose dialect its response will name resolves its
             // labels at its first token event, with the operation known.
@@ -286,6 +298,7 @@ impl RequestCtx {
 
     /// Feeds one response piece to the decoder.
     pub fn response_body(&mut self, at: Instant, piece: &[u8]) {
+        self.calls(|m, out| m.response_body(at, piece, out));
         self.guarded(MeterCall::ResponseBody, |m, sink| {
             m.response_body(at, piece, sink)
         });
@@ -293,12 +306,14 @@ impl RequestCtx {
 
     /// The upstream body ended.
     pub fn response_end(&mut self, at: Instant) {
+        self.calls(|m, out| m.response_end(at, out));
         self.guarded(MeterCall::ResponseEnd, |m, _| m.response_end(at));
     }
 
     /// Closes the record. If that panics, the record is the one the Meter
     /// can give without decoding anything (`unmeasured`, `decoder_panic`).
     pub fn finish(&mut self, at: Instant, end: TransportEnd) -> RequestRecord {
+        self.calls(|m, out| m.finish(at, end, out));
         match self.guarded(MeterCall::Finish, |m, _| m.finish(at, end)) {
             Some(r) => r,
             None => self.meter.unmeasured_record(at),

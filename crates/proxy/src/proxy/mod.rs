@@ -23,6 +23,7 @@
 //! record, emit it).
 
 mod arrival;
+mod call_hooks;
 mod ctx;
 pub mod errors;
 mod headers;
@@ -134,6 +135,8 @@ impl ProxyHttp for TapProxy {
         ctx.sink
             .set_request_id(id.and_then(|v| std::str::from_utf8(v).ok()));
         ctx.trace(&self.tap, traceparent);
+        let path = req.uri.path_and_query().map_or("/", |p| p.as_str());
+        ctx.call_head(req.method.as_str(), path, traceparent, id);
         ctx.load_context(&self.tap, |name| headers::by_name(&req.headers, name));
         Ok(())
     }

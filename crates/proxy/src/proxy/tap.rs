@@ -72,6 +72,8 @@ pub struct Tap {
     event_cap: usize,
     /// The request-time side of the analyses.
     pub analysis: TapAnalysis,
+    /// A tool or retrieval tap's calls (`crate::calls`).
+    pub calls: Option<Arc<crate::calls::CallTap>>,
 }
 
 /// What a request needs of the analyses while it runs (all off by default).
@@ -93,6 +95,8 @@ impl TapAnalysis {
 
 /// What a tap is built from (`server::build`).
 pub struct TapParts {
+    /// The call state of a tool or retrieval tap.
+    pub calls: Option<Arc<crate::calls::CallTap>>,
     pub metrics: Arc<Metrics>,
     pub observer: Option<Arc<dyn EventObserver>>,
     pub correlator: Option<Arc<Correlator>>,
@@ -133,6 +137,7 @@ impl Tap {
             fingerprint: parts.fingerprint,
             event_cap,
             analysis: parts.analysis,
+            calls: parts.calls,
         }
     }
 
@@ -270,6 +275,7 @@ mod tests {
     #[test]
     fn a_request_keeps_the_settings_it_started_with() {
         let parts = TapParts {
+            calls: None,
             metrics: Arc::new(Metrics::new(5, Default::default()).unwrap()),
             observer: None,
             correlator: None,

@@ -149,6 +149,13 @@ impl RecordSink for SpanSink {
     }
 
     fn finished(&self, f: &Finished<'_>) {
+        // A tool or retrieval tap's spans are its calls' (`crate::calls`).
+        if matches!(
+            f.tap.boundary,
+            tokentap_core::tap::Boundary::Tool | tokentap_core::tap::Boundary::Retrieval
+        ) {
+            return;
+        }
         let events = f.offsets.map(|o| o.micros.as_slice());
         let hop = match f.tap.boundary {
             tokentap_core::tap::Boundary::Guardrail => f.config.hop.as_deref(),

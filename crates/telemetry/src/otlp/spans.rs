@@ -33,6 +33,9 @@ use std::time::{Duration, Instant};
 use tokentap_core::correlate::span::{self as span_keys, key};
 use tokentap_core::labels::TapLabels;
 use tokentap_core::record::{Outcome, RequestRecord};
+use tokentap_core::trace::TraceParent;
+
+mod call;
 
 /// How often a partial batch is exported.
 const FLUSH_EVERY: Duration = Duration::from_millis(500);
@@ -112,9 +115,13 @@ impl SpanPipeline {
         r: &RequestRecord,
         offsets: Option<&[u32]>,
     ) {
-        let Some(span) = self.span(tap, hop, model_label, r, offsets) else {
-            return;
-        };
+        if let Some(span) = self.span(tap, hop, model_label, r, offsets) {
+            self.send(span);
+        }
+    }
+
+    /// Queues a span; a full queue drops it, counted.
+    fn send(&self, span: SpanData) {
         match self.tx.try_send(span) {
             Ok(()) => {}
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => inc(&self.dropped, 1),
@@ -130,41 +137,7 @@ impl SpanPipeline {
         r: &RequestRecord,
         offsets: Option<&[u32]>,
     ) -> Option<SpanData> {
-        let mut rng = rand::rng();
-        let mut random_span = || {
-            let mut b = [0u8; 8];
-            while b == [0; 8] {
-                rng.fill(&mut b);
-            }
-            SpanId::from_bytes(b)
-        };
-        let (trace_id, span_id, parent, remote) = match (r.trace, r.trace_created) {
-            (Some(t), _) if t.flags & 1 == 0 => return None,
-            (Some(t), true) => (
-                TraceId::from_bytes(t.trace_id),
-                SpanId::from_bytes(t.parent_id),
-                SpanId::INVALID,
-                false,
-            ),
-            (Some(t), false) => (
-                TraceId::from_bytes(t.trace_id),
-                random_span(),
-                SpanId::from_bytes(t.parent_id),
-                true,
-            ),
-            (None, _) => {
-                let mut b = [0u8; 16];
-                while b == [0; 16] {
-                    rand::rng().fill(&mut b);
-                }
-                (
-                    TraceId::from_bytes(b),
-                    random_span(),
-                    SpanId::INVALID,
-                    false,
-                )
-            }
-        };
+        let (trace_id, span_id, parent, remote) = identity(r.trace, r.trace_created)?;
         let op = r.operation.as_str();
         let mut attrs = vec![
             KeyValue::new("gen_ai.operation.name", op),
@@ -321,6 +294,47 @@ impl SpanPipeline {
                 .is_ok()
         })
     }
+}
+
+/// A span's trace id, own id, parent id and whether the parent is remote,
+/// from the request's trace context (see the module docs); `None` when
+/// the incoming trace is not sampled.
+fn identity(trace: Option<TraceParent>, created: bool) -> Option<(TraceId, SpanId, SpanId, bool)> {
+    let mut rng = rand::rng();
+    let mut random_span = || {
+        let mut b = [0u8; 8];
+        while b == [0; 8] {
+            rng.fill(&mut b);
+        }
+        SpanId::from_bytes(b)
+    };
+    Some(match (trace, created) {
+        (Some(t), _) if t.flags & 1 == 0 => return None,
+        (Some(t), true) => (
+            TraceId::from_bytes(t.trace_id),
+            SpanId::from_bytes(t.parent_id),
+            SpanId::INVALID,
+            false,
+        ),
+        (Some(t), false) => (
+            TraceId::from_bytes(t.trace_id),
+            random_span(),
+            SpanId::from_bytes(t.parent_id),
+            true,
+        ),
+        (None, _) => {
+            let mut b = [0u8; 16];
+            while b == [0; 16] {
+                rand::rng().fill(&mut b);
+            }
+            (
+                TraceId::from_bytes(b),
+                random_span(),
+                SpanId::INVALID,
+                false,
+            )
+        }
+    })
 }
 
 fn export<E: SpanExporter>(

@@ -113,6 +113,10 @@ impl OtelMetrics {
                         out.push(KeyValue::new("gen_ai.provider.name", p.to_string()));
                     }
                 }
+                // An empty value means "not set" (`error.type` of a call
+                // that succeeded, `gen_ai.tool.name` of a method that
+                // names none): no attribute.
+                _ if value.is_empty() => {}
                 _ => out.push(KeyValue::new(key, value.to_string())),
             }
         }

@@ -13,6 +13,7 @@ fn families() -> Vec<(&'static str, &'static [f64], f64, f64)> {
         ("duration", DURATION_BUCKETS, 0.001, 300.0),
         ("itl", ITL_BUCKETS, 0.001, 10.0),
         ("overhead", OVERHEAD_BUCKETS, 0.001, 10.0),
+        ("call", CALL_BUCKETS, 0.001, 300.0),
     ]
 }
 
@@ -55,6 +56,9 @@ fn open_telemetry_advised_boundaries_are_kept() {
     }
     for v in OTEL_DURATION {
         assert!(DURATION_BUCKETS.contains(&(*v as f64 / 1e6)), "{v}");
+    }
+    for v in OTEL_MCP {
+        assert!(CALL_BUCKETS.contains(&(*v as f64 / 1e6)), "{v}");
     }
     assert_eq!(TTFT_BUCKETS.last(), Some(&2560.0));
     assert_eq!(DURATION_BUCKETS.last(), Some(&10485.76));
