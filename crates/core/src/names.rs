@@ -162,6 +162,10 @@ pub enum Label {
     /// What a retrieval call did (the same name as `Operation`, other
     /// values).
     CallOperation,
+    /// Which figure of a compound request is split.
+    Window,
+    /// What a slice of a compound request's time went to.
+    Part,
 }
 
 impl Label {
@@ -210,6 +214,8 @@ impl Label {
             Label::McpMessage => "tokentap.mcp.message",
             Label::System => "tokentap.call.system",
             Label::CallOperation => "tokentap.call.operation",
+            Label::Window => "tokentap.window",
+            Label::Part => "tokentap.part",
         }
     }
 
@@ -256,6 +262,8 @@ impl Label {
             Label::McpMessage => "kind",
             Label::System => "system",
             Label::CallOperation => "operation",
+            Label::Window => "window",
+            Label::Part => "part",
         }
     }
 }

@@ -191,7 +191,8 @@ pub(crate) fn build_with_grace(
             boundary: tap_cfg.boundary,
         };
         let labels_for_fleet = labels.clone();
-        let calls = crate::calls::CallTap::for_tap(&labels, &metrics, spans.clone());
+        let calls =
+            crate::calls::CallTap::for_tap(&labels, &metrics, spans.clone(), correlator.clone());
         let slo = config
             .analysis
             .as_ref()

@@ -15,6 +15,7 @@ use tokentap_core::decode::Operation;
 
 mod dialects;
 mod plan;
+pub mod tools;
 pub use plan::plan;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -37,6 +38,8 @@ pub struct RequestSpec {
     pub seq: u64,
     /// What the engine decided when it admitted the request.
     pub sched: Scheduling,
+    /// Answer with this tool call (`tools::wants_tool_call`).
+    pub tool_call: Option<tools::ToolCall>,
 }
 
 /// The engine-derived numbers of one request, fixed when it is admitted.

@@ -254,6 +254,7 @@ where
         model: info.model.clone(),
         seq,
         sched: Scheduling::default(),
+        tool_call: crate::script::tools::wants_tool_call(&req.body, dialect),
     };
     let mut truth = Truth::new(
         seq,

@@ -5,9 +5,12 @@
 //!   conclusions (pair attribution, guardrail calls, exposure).
 //! - `resolve`: pure — a settled group of records → nesting, attribution,
 //!   guardrail phases and exposed time.
+//! - `compound`: pure — a compound request's TTFT and E2E split into its
+//!   LLM, tool, retrieval and guardrail calls and the residual.
 //! - `store`: the bounded, settling `Correlator` (join by trace id, fall back
 //!   to fingerprints, count what it did).
 
+pub mod compound;
 pub mod resolve;
 pub mod span;
 pub mod store;

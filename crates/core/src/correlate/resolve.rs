@@ -209,6 +209,7 @@ where
     let (hops, exposure) = guardrails(records, &outers, clocks);
     res.hops = hops;
     res.exposure = exposure;
+    res.compound = super::compound::breakdowns(records, clocks);
     res
 }
 

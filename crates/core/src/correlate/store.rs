@@ -319,7 +319,11 @@ impl Correlator {
             }
         };
         let res = resolve(records, how, self.config.buffered_share, self.config.clocks);
-        if res.pairs.is_empty() && res.hops.is_empty() && res.exposure.is_empty() {
+        if res.pairs.is_empty()
+            && res.hops.is_empty()
+            && res.exposure.is_empty()
+            && res.compound.is_empty()
+        {
             return;
         }
         for s in &self.sinks {

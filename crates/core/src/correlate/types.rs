@@ -144,4 +144,6 @@ pub struct Resolution {
     pub pairs: Vec<PairAttribution>,
     pub hops: Vec<HopCall>,
     pub exposure: Vec<Exposure>,
+    /// Where each compound request of the group spent its time.
+    pub compound: Vec<super::compound::Breakdown>,
 }

@@ -91,4 +91,6 @@ kinds! {
     McpMessage: crate::calls::MessageCount = enum, " (MCP messages that are no call of their own)";
     System: crate::calls::RetrievalSystem = enum, " (retrieval and plain tool calls)";
     CallOperation: crate::calls::RetrievalOp = enum, " (retrieval and plain tool calls)";
+    Window: crate::correlate::compound::Window = enum, " (compound breakdown)";
+    Part: crate::correlate::compound::Part = enum, " (compound breakdown; calls per request: all but `residual`)";
 }

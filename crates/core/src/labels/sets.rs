@@ -269,3 +269,18 @@ label_set! {
     /// A retrieval or plain tool call, by how it ended.
     pub struct CallOutcome { ..base: CallLabels, outcome: Outcome }
 }
+
+label_set! {
+    /// A compound request's figure, by part.
+    pub struct CompoundPart { tap: Tap, window: Window, part: Part }
+}
+
+label_set! {
+    /// A compound request's calls of one kind.
+    pub struct CompoundCalls { tap: Tap, part: Part }
+}
+
+label_set! {
+    /// A compound tap (attribution families).
+    pub struct CompoundTap { tap: Tap }
+}

@@ -26,6 +26,7 @@ pub mod bucket_layouts {
     pub use super::buckets::{at, layout_of, LAYOUTS};
 }
 pub use calls::*;
+pub use compound::*;
 pub use fleet::*;
 pub use join::*;
 pub use process::*;
@@ -300,7 +301,16 @@ macro_rules! files {
     };
 }
 
-files!(request, process, attribution, join, fleet, window, calls);
+files!(
+    request,
+    process,
+    attribution,
+    join,
+    fleet,
+    window,
+    calls,
+    compound
+);
 
 const BUCKETS_DOC: &str = "### Bucket layouts\n\n\
 Every duration histogram resolves the range it serves so that PromQL's \

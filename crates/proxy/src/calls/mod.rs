@@ -19,6 +19,7 @@ use crate::sinks::SinkPanics;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokentap_core::calls::{Call, CallProtocol, CallSink, MessageCount, OnPending, Pending};
+use tokentap_core::correlate::Correlator;
 use tokentap_core::labels::{McpMessages, SinkName, TapLabels};
 use tokentap_core::tap::Boundary;
 use tokentap_telemetry::otlp::spans::SpanPipeline;
@@ -29,6 +30,9 @@ pub struct CallTap {
     labels: TapLabels,
     metrics: Arc<Metrics>,
     spans: Option<Arc<SpanPipeline>>,
+    /// This process's correlator: a call is one record of its request's
+    /// group (a compound request's breakdown counts it).
+    correlator: Option<Arc<Correlator>>,
     /// MCP calls answered on another exchange (HTTP+SSE transport).
     pending: Mutex<Pending>,
     panics: SinkPanics,
@@ -40,6 +44,7 @@ impl CallTap {
         labels: &TapLabels,
         metrics: &Arc<Metrics>,
         spans: Option<Arc<SpanPipeline>>,
+        correlator: Option<Arc<Correlator>>,
     ) -> Option<Arc<CallTap>> {
         let protocol = match labels.boundary {
             Boundary::Tool => CallProtocol::Tool,
@@ -52,6 +57,7 @@ impl CallTap {
             labels: labels.clone(),
             metrics: metrics.clone(),
             spans,
+            correlator,
             pending: Mutex::new(Pending::default()),
             panics: SinkPanics::new(metrics.clone(), labels.clone()),
         }))
@@ -77,6 +83,11 @@ impl CallTap {
         if let Some(spans) = &self.spans {
             self.panics.guard(SinkName::Span, fault, || {
                 spans.record_call(&self.labels, &tool, call);
+            });
+        }
+        if let Some(c) = &self.correlator {
+            self.panics.guard(SinkName::Correlator, fault, || {
+                c.submit(record::tap_record(&self.labels, call), Instant::now());
             });
         }
     }

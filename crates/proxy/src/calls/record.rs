@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokentap_core::calls::{
     Call, CallKind, CallProtocol, MessageCount, RetrievalOp, RetrievalSystem,
 };
+use tokentap_core::correlate::{TapRecord, Verdict};
 use tokentap_core::labels::{
     CallLabels, CallOutcome, McpMessages, McpMethodLabels, McpOperation, TapLabels,
 };
@@ -95,5 +96,32 @@ pub fn call(metrics: &Metrics, tap: &TapLabels, tool: &Arc<str>, c: &Call) {
             };
             metrics.observe(&table::CALL_DURATION, &labels, secs(c.duration));
         }
+    }
+}
+
+/// A call as the correlator keeps it: one record of its request's group.
+pub fn tap_record(tap: &TapLabels, c: &Call) -> TapRecord {
+    let outcome = match &c.kind {
+        CallKind::Mcp(m) if m.error.is_ok() => Outcome::Ok,
+        CallKind::Mcp(_) => Outcome::UpstreamError,
+        CallKind::Retrieval(r) => r.outcome,
+        CallKind::Http { outcome, .. } => *outcome,
+    };
+    TapRecord {
+        tap: tap.tap.clone(),
+        boundary: tap.boundary,
+        hop: None,
+        trace: c.trace,
+        fingerprint: None,
+        request_id: c.request_id.as_deref().map(Arc::from),
+        t0: c.t0,
+        ttfb: c.ttfb,
+        ttft: None,
+        e2e: c.duration,
+        events: Vec::new(),
+        events_truncated: false,
+        output_tokens: None,
+        outcome,
+        verdict: Verdict::Unknown,
     }
 }

@@ -18,6 +18,10 @@ impl RecordSink for CorrelatorSink {
             .offsets
             .map_or((Vec::new(), false), |o| (o.micros.clone(), o.truncated));
         let boundary = f.config.boundary;
+        // A tool or retrieval tap's records are its calls (`crate::calls`).
+        if matches!(boundary, Boundary::Tool | Boundary::Retrieval) {
+            return;
+        }
         let hop = match boundary {
             Boundary::Guardrail => f.config.hop.clone(),
             _ => None,

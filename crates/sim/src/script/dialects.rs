@@ -29,11 +29,11 @@ pub(super) struct Shape {
 }
 
 impl Shape {
-    fn completion(&self) -> u32 {
+    pub(super) fn completion(&self) -> u32 {
         self.tokens.iter().sum()
     }
 
-    fn t_last(&self) -> Duration {
+    pub(super) fn t_last(&self) -> Duration {
         self.times.last().copied().unwrap_or(self.t_head)
     }
 
@@ -44,7 +44,7 @@ impl Shape {
 
 impl Builder {
     /// An SSE event with an `event:` line.
-    fn named(&mut self, at: Duration, name: &str, data: &str, mark: Mark, tokens: u32) {
+    pub(super) fn named(&mut self, at: Duration, name: &str, data: &str, mark: Mark, tokens: u32) {
         let eol = self.eol();
         let bytes = format!("event: {name}{eol}data: {data}{eol}{eol}");
         self.chunked(at, bytes.as_bytes(), mark, tokens);
@@ -56,7 +56,7 @@ impl Builder {
         self.chunked(at, bytes.as_bytes(), mark, tokens);
     }
 
-    fn stream_head(&mut self, at: Duration, content_type: &str) {
+    pub(super) fn stream_head(&mut self, at: Duration, content_type: &str) {
         let headers = [
             ("content-type", content_type.to_string()),
             ("cache-control", "no-cache".to_string()),
@@ -65,7 +65,7 @@ impl Builder {
         self.raw(at, head(200, "OK", &headers), Some(Mark::Headers), 0);
     }
 
-    fn json_body(&mut self, at: Duration, body: &str, tokens: u32) {
+    pub(super) fn json_body(&mut self, at: Duration, body: &str, tokens: u32) {
         let headers = [
             ("content-type", "application/json".to_string()),
             ("content-length", body.len().to_string()),
@@ -75,7 +75,7 @@ impl Builder {
         self.raw(at, bytes, Some(Mark::Body), tokens);
     }
 
-    fn end(&mut self, at: Duration) {
+    pub(super) fn end(&mut self, at: Duration) {
         self.raw(at, b"0\r\n\r\n".to_vec(), Some(Mark::End), 0);
     }
 }

@@ -96,6 +96,29 @@ pub fn plan(p: &Profile, req: &RequestSpec) -> Script {
         let at = (wait + ttft(p, prompt_tokens, cached_tokens)).max(t_head);
         return dialects::embeddings(b, &model, at, prompt_tokens);
     }
+    let tool_dialect = matches!(
+        req.dialect,
+        Dialect::OpenAi | Dialect::Responses | Dialect::Anthropic
+    );
+    if let Some(call) = req.tool_call.as_ref().filter(|_| tool_dialect) {
+        let texts = tools::pieces(&call.arguments, times.len());
+        let mut times = times;
+        times.truncate(texts.len());
+        let shape = dialects::Shape {
+            dialect: req.dialect,
+            stream: req.stream,
+            model,
+            id,
+            t_head,
+            tokens: vec![1; texts.len()],
+            times,
+            texts,
+            prompt_tokens,
+            cached_tokens,
+            chat: true,
+        };
+        return tools::plan(b, &shape, call);
+    }
     if req.dialect != Dialect::OpenAi {
         let (mut texts, mut tokens, mut sent) = (Vec::new(), Vec::new(), 0u32);
         for _ in &times {

@@ -15,6 +15,7 @@ fn spec(stream: bool) -> RequestSpec {
         model: None,
         seq: 1,
         sched: Scheduling::default(),
+        tool_call: None,
     }
 }
 
@@ -196,4 +197,103 @@ fn gaps_stretch_with_the_batch_and_the_queue_wait_shifts_everything() {
         let t = token_times(&plan(&p, &req));
         assert!(close(t[1] - t[0], ms(10)));
     }
+}
+
+/// The body of a planned response, de-chunked when chunked.
+fn body_of(s: &Script) -> Vec<u8> {
+    let all: Vec<u8> = s
+        .steps
+        .iter()
+        .filter_map(|s| match &s.action {
+            Action::Write(b) => Some(b.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let split = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let (head, mut rest) = all.split_at(split);
+    if !head.windows(7).any(|w| w == b"chunked") {
+        return rest.to_vec();
+    }
+    let mut out = Vec::new();
+    loop {
+        let eol = rest.windows(2).position(|w| w == b"\r\n").unwrap();
+        let n = usize::from_str_radix(std::str::from_utf8(&rest[..eol]).unwrap(), 16).unwrap();
+        if n == 0 {
+            return out;
+        }
+        out.extend_from_slice(&rest[eol + 2..eol + 2 + n]);
+        rest = &rest[eol + 4 + n..];
+    }
+}
+
+#[test]
+fn a_request_offering_tools_is_answered_with_a_call_tokentap_reads_in_every_dialect() {
+    use tokentap_core::decode::dialect::Dialect;
+    use tokentap_core::links::{self, AnswerDialect, ToolCallCollector};
+    let requests = [
+        (
+            Dialect::OpenAi,
+            AnswerDialect::Chat,
+            r#"{"model":"m","messages":[{"role":"user","content":"Paris?"}],"tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]}"#,
+        ),
+        (
+            Dialect::Responses,
+            AnswerDialect::Responses,
+            r#"{"model":"m","input":[{"role":"user","content":"Paris?"}],"tools":[{"type":"function","name":"lookup","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}]}"#,
+        ),
+        (
+            Dialect::Anthropic,
+            AnswerDialect::Anthropic,
+            r#"{"model":"m","max_tokens":9,"messages":[{"role":"user","content":[{"type":"text","text":"Paris?"}]}],"tools":[{"name":"lookup","input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}]}"#,
+        ),
+    ];
+    let want = links::call("lookup", Some(&serde_json::json!({"city": "Paris?"})));
+    for (dialect, answer, body) in requests {
+        let call = tools::wants_tool_call(body.as_bytes(), dialect).expect("a call");
+        assert_eq!(call.name, "lookup");
+        for stream in [true, false] {
+            let mut req = spec(stream);
+            req.dialect = dialect;
+            req.tool_call = Some(call.clone());
+            let s = plan(&Profile::default(), &req);
+            let body = body_of(&s);
+            let mut c = ToolCallCollector::default();
+            if stream {
+                for event in body
+                    .split(|b| *b == b'\n')
+                    .collect::<Vec<_>>()
+                    .split(|l| l.is_empty())
+                {
+                    let field = |name: &[u8]| {
+                        event
+                            .iter()
+                            .find_map(|l| l.strip_prefix(name))
+                            .map(|v| v.strip_prefix(b" ").unwrap_or(v))
+                            .unwrap_or_default()
+                    };
+                    c.feed_event(answer, field(b"event:"), field(b"data:"));
+                }
+            } else {
+                c.feed_body(answer, &body);
+            }
+            assert!(
+                c.finish().contains(want),
+                "{dialect:?} stream={stream}: {}",
+                String::from_utf8_lossy(&body)
+            );
+            assert!(s.completion_tokens >= 1);
+        }
+    }
+    // A conversation that ends in the tool's result gets the answer.
+    let done = r#"{"model":"m","messages":[{"role":"user","content":"Paris?"},{"role":"assistant","tool_calls":[{"id":"c","type":"function","function":{"name":"lookup","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c","content":"Sunny"}],"tools":[{"type":"function","function":{"name":"lookup"}}]}"#;
+    assert_eq!(
+        tools::wants_tool_call(done.as_bytes(), Dialect::OpenAi),
+        None
+    );
+    let no_tools = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+    assert_eq!(
+        tools::wants_tool_call(no_tools.as_bytes(), Dialect::OpenAi),
+        None
+    );
 }

@@ -10,10 +10,11 @@
 use crate::Registry as Metrics;
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
+use tokentap_core::correlate::compound::{Breakdown, Part, Window};
 use tokentap_core::correlate::{AttributionSink, Joined, Resolution};
 use tokentap_core::labels::{
-    Correlation, GuardExposed, GuardHop, GuardVerdict, LabelName, ModelLabels, Overflow, Overhead,
-    OverheadPhase, Pair, OTHER,
+    CompoundCalls, CompoundPart, CompoundTap, Correlation, GuardExposed, GuardHop, GuardVerdict,
+    LabelName, ModelLabels, Overflow, Overhead, OverheadPhase, Pair, OTHER,
 };
 use tokentap_core::table;
 
@@ -188,11 +189,58 @@ impl AttributionSink for CorrelationMetrics {
             };
             m.observe(&table::GUARDRAIL_EXPOSED, &labels, e.exposed.as_secs_f64());
         }
+        for b in &r.compound {
+            self.compound(b);
+        }
     }
 
     fn counted(&self, result: Joined, n: u64) {
         self.metrics
             .add(&table::CORRELATION, &Correlation { result }, n);
+    }
+}
+
+impl CorrelationMetrics {
+    /// One compound request's breakdown.
+    fn compound(&self, b: &Breakdown) {
+        let m = &self.metrics;
+        let tap = self.tap(&b.tap);
+        let windows = [(Window::Ttft, b.ttft), (Window::E2e, Some(b.e2e))];
+        for (window, parts) in windows {
+            let Some(parts) = parts else { continue };
+            for part in Part::ALL {
+                let labels = CompoundPart {
+                    tap: tap.clone(),
+                    window,
+                    part,
+                };
+                m.observe(
+                    &table::COMPOUND_PART,
+                    &labels,
+                    parts.get(part).as_secs_f64(),
+                );
+            }
+        }
+        let counts = [
+            (Part::Llm, b.llm_calls.len()),
+            (Part::Tool, b.tool_calls),
+            (Part::Retrieval, b.retrieval_calls),
+            (Part::Guardrail, b.guardrail_calls),
+        ];
+        for (part, n) in counts {
+            let labels = CompoundCalls {
+                tap: tap.clone(),
+                part,
+            };
+            m.observe(&table::COMPOUND_CALLS, &labels, n as f64);
+        }
+        let labels = CompoundTap { tap };
+        for i in &b.iterations {
+            m.observe(&table::COMPOUND_ITERATION, &labels, i.as_secs_f64());
+        }
+        if let Some(t) = b.output_tokens {
+            m.observe(&table::COMPOUND_OUTPUT_TOKENS, &labels, t as f64);
+        }
     }
 }
 
@@ -252,6 +300,18 @@ mod tests {
                     verdict: Verdict::Unknown,
                 }],
                 exposure: Vec::new(),
+                compound: vec![Breakdown {
+                    tap: Arc::from(format!("app{i}")),
+                    request_id: None,
+                    ttft: None,
+                    e2e: Default::default(),
+                    llm_calls: Vec::new(),
+                    tool_calls: 1,
+                    retrieval_calls: 0,
+                    guardrail_calls: 0,
+                    iterations: Vec::new(),
+                    output_tokens: None,
+                }],
             };
             c.resolved(&r);
         }
@@ -268,6 +328,13 @@ mod tests {
         };
         assert!(values("outer").len() <= 6 + 1, "{:?}", values("outer"));
         assert!(values("hop").len() <= 4 + 1);
+        let compound_taps: HashSet<String> = scrape
+            .lines()
+            .filter(|l| l.starts_with("tokentap_compound_calls_count"))
+            .filter_map(|l| Some(l.split_once("tap=\"")?.1.split('"').next()?.to_owned()))
+            .collect();
+        assert!(compound_taps.len() <= 100 + 1, "{compound_taps:?}");
+        assert!(compound_taps.contains("other"));
         let pairs: HashSet<String> = scrape
             .lines()
             .filter(|l| l.starts_with("tokentap_boundary_overhead_seconds_count"))

@@ -1,0 +1,59 @@
+//! The table's entries for where a compound request's time went
+//! (`crate::correlate::compound`): its TTFT and E2E split into LLM, tool,
+//! retrieval and guardrail calls and the residual, its calls per request,
+//! its loop iterations and the tokens it spent.
+
+use super::*;
+use crate::labels::*;
+
+const SETTLED: &str = "each request at a `compound` tap whose group (one trace) settled in this process (`correlation.settle_seconds`); not at `tokentap join`, where the taps' clocks order nothing";
+
+metrics! {
+    pub const COMPOUND_PART: Metric<CompoundPart, Histogram> = Metric::new(Spec {
+        name: "tokentap_compound_part_seconds",
+        otel_name: "tokentap.compound.part",
+        unit: Unit::Seconds,
+        help: "A compound request's TTFT or E2E, split: each instant goes to the call covering it (an engine's LLM call, else a tool call, else retrieval, else a guardrail call, else the part of an LLM call only its gateway saw: all `llm` but tool, retrieval, guardrail); an instant no call covers is `residual`, the application's own time. Parallel calls count once; per request the parts add up to the figure exactly.",
+        buckets: OVERHEAD_BUCKETS,
+        start: "the compound tap has the request headers",
+        end: "`ttft`: the compound tap's first token; `e2e`: its end of response",
+        observed: SETTLED,
+        tests: &[Test::Compound, Test::Ttft],
+    });
+
+    pub const COMPOUND_CALLS: Metric<CompoundCalls, Histogram> = Metric::new(Spec {
+        name: "tokentap_compound_calls",
+        otel_name: "tokentap.compound.calls",
+        unit: Unit::Calls,
+        help: "Calls one compound request made, by kind: LLM calls (each counted once, at its outermost gateway or engine tap), tool calls, retrieval calls, guardrail calls.",
+        buckets: COUNT_BUCKETS,
+        start: "—",
+        end: "—",
+        observed: SETTLED,
+        tests: &[Test::Compound],
+    });
+
+    pub const COMPOUND_ITERATION: Metric<CompoundTap, Histogram> = Metric::new(Spec {
+        name: "tokentap_compound_iteration_seconds",
+        otel_name: "tokentap.compound.iteration",
+        unit: Unit::Seconds,
+        help: "One iteration of a compound request's agent loop: from one LLM call's start to the next one's (the last, to the request's end).",
+        buckets: DURATION_BUCKETS,
+        start: "an LLM call of the request starts at its outermost tap",
+        end: "the next one starts (or the compound tap's end of response)",
+        observed: "each LLM call of each settled compound request",
+        tests: &[Test::Compound],
+    });
+
+    pub const COMPOUND_OUTPUT_TOKENS: Metric<CompoundTap, Histogram> = Metric::new(Spec {
+        name: "tokentap_compound_output_tokens",
+        otel_name: "tokentap.compound.output_tokens",
+        unit: Unit::Tokens,
+        help: "Output tokens a compound request spent over all its LLM calls (as each call's outermost tap counted them).",
+        buckets: TOKEN_BUCKETS,
+        start: "—",
+        end: "—",
+        observed: "each settled compound request with at least one LLM call that counted its output tokens",
+        tests: &[Test::Compound, Test::OutputThroughput],
+    });
+}
