@@ -72,6 +72,10 @@ pub enum Command {
     /// A small reference LLM gateway (guardrail calls, then the engine) for
     /// demos, the compose stack and attribution tests.
     Gateway(tokentap_sim::gateway::GatewayArgs),
+    /// A reference compound app (a RAG agent: a Chroma search, an LLM call
+    /// that asks for a tool, the MCP tool call, a second LLM call streamed
+    /// back) for demos and tests.
+    App(tokentap_sim::app::AppArgs),
     /// Exit 0 when tokentap's admin endpoint answers 2xx (a container
     /// healthcheck that needs no curl), 1 otherwise.
     Health {
@@ -157,6 +161,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Drive(args) => tokentap_tools::drive::run(&args),
         Command::Bench(args) => tokentap_tools::bench::run(&args),
         Command::Gateway(args) => tokentap_sim::gateway::Gateway::run_blocking(&args),
+        Command::App(args) => tokentap_sim::app::App::run_blocking(&args),
         Command::Health {
             url,
             timeout_seconds,

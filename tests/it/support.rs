@@ -172,6 +172,16 @@ impl Records {
         }
     }
 
+    /// The record of tap `tap` with this `x-request-id`, if it finished.
+    pub fn of(&self, tap: &str, id: &str) -> Option<RequestRecord> {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(t, _, r)| t == tap && r.request_id.as_deref() == Some(id))
+            .map(|(_, _, r)| r.clone())
+    }
+
     /// Records with this id (to check a request is counted once).
     pub fn with_id(&self, id: &str) -> usize {
         self.0
@@ -465,6 +475,17 @@ impl Attributions {
         }
     }
 
+    /// The compound breakdown of the request with this id, once settled.
+    pub fn compound_of(&self, id: &str) -> Option<tokentap_core::correlate::compound::Breakdown> {
+        self.resolved
+            .lock()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r.compound.iter())
+            .find(|b| b.request_id.as_deref() == Some(id))
+            .cloned()
+    }
+
     pub fn resolution_of(&self, id: &str) -> Option<tokentap_core::correlate::Resolution> {
         self.resolved
             .lock()
@@ -480,6 +501,7 @@ impl Attributions {
 pub struct Multi {
     pub server: Running,
     pub attributions: Arc<Attributions>,
+    pub records: Arc<Records>,
 }
 
 impl Multi {
@@ -488,15 +510,17 @@ impl Multi {
         let yaml = format!("admin:\n  listen: {admin}\n{extra}taps:\n{taps}");
         let config = Config::from_yaml(&yaml, Path::new(".")).unwrap();
         let attributions = Arc::new(Attributions::default());
+        let records = Arc::new(Records::default());
         let hooks = Hooks {
             observer: None,
-            records: Vec::new(),
+            records: vec![records.clone()],
             attributions: vec![attributions.clone()],
         };
         let server = server::spawn(&config, hooks).unwrap();
         Multi {
             server,
             attributions,
+            records,
         }
     }
 

@@ -100,13 +100,36 @@ pub async fn send_with<F>(
     path: &str,
     headers: &[(&str, &str)],
     body: &[u8],
+    on_read: F,
+) -> io::Result<Response>
+where
+    F: FnMut(&Response) -> Flow,
+{
+    let sock = connect(addr).await?;
+    send_on(sock, addr, method, path, headers, body, on_read).await
+}
+
+/// A connection to `addr` (no delay), for `send_on`: a caller that times
+/// a request without its TCP handshake connects first.
+pub async fn connect(addr: SocketAddr) -> io::Result<TcpStream> {
+    let sock = TcpStream::connect(addr).await?;
+    sock.set_nodelay(true)?;
+    Ok(sock)
+}
+
+/// `send_with` on a connection made by `connect`.
+pub async fn send_on<F>(
+    mut sock: TcpStream,
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
     mut on_read: F,
 ) -> io::Result<Response>
 where
     F: FnMut(&Response) -> Flow,
 {
-    let mut sock = TcpStream::connect(addr).await?;
-    sock.set_nodelay(true)?;
     sock.write_all(&request_bytes(
         method,
         path,

@@ -45,6 +45,7 @@
 //! chunks, RST versus FIN, and a timestamp taken at the `write` of each event.
 
 pub mod admission;
+pub mod app;
 pub mod engine;
 pub mod gateway;
 pub mod prefix_cache;

@@ -173,10 +173,10 @@ pub fn read_answer(
     waiting: Waiting<'_>,
     with_links: bool,
     sink: &mut dyn CallSink,
-) {
+) -> bool {
     let Ok(batch) = jsonrpc::batch(data) else {
         sink.message(MessageCount::Invalid, 1);
-        return;
+        return false;
     };
     sink.message(MessageCount::Untracked, batch.untracked() as u64);
     let mut waiting = waiting;
@@ -248,4 +248,5 @@ pub fn read_answer(
             Message::Invalid => sink.message(MessageCount::Invalid, 1),
         }
     }
+    true
 }

@@ -334,13 +334,17 @@ impl CallMeter {
             Reading::Json(buf) => buf.push(piece),
             Reading::Sse(dec) => {
                 let mode = &mut self.mode;
+                let unreadable = &mut self.unreadable;
                 let r = dec.feed(piece, &mut |item| {
                     let SseItem::Event { event, data } = item else {
                         return;
                     };
                     match mode {
                         Mode::Post(a) => {
-                            read_answer(data, at, true, Waiting::Here(a), with_links, sink)
+                            // An event that is no JSON-RPC may have been the
+                            // answer: its calls end unmeasured, not unanswered.
+                            *unreadable |=
+                                !read_answer(data, at, true, Waiting::Here(a), with_links, sink);
                         }
                         Mode::Stream { session } => {
                             if event == b"endpoint" {
@@ -384,7 +388,8 @@ impl CallMeter {
         let ok = self.status.is_some_and(|s| (200..300).contains(&s));
         match &mut self.mode {
             Mode::Post(a) if !body.is_empty() && ok => {
-                read_answer(body, at, false, Waiting::Here(a), self.with_links, sink)
+                self.unreadable |=
+                    !read_answer(body, at, false, Waiting::Here(a), self.with_links, sink);
             }
             Mode::Post(a) if !body.is_empty() => {
                 // An error status: a JSON-RPC error without an id names no

@@ -343,7 +343,8 @@ fn unanswered_calls_say_why() {
             outcome: crate::record::Outcome::Ok
         }
     ));
-    // Invalid UTF-8 in the answer: counted, the call ends without it.
+    // Invalid UTF-8 in the answer: counted, and the call ends unmeasured
+    // (that event may have been its answer), not unanswered.
     let c = exchange(
         req,
         200,
@@ -351,7 +352,7 @@ fn unanswered_calls_say_why() {
         &[(4, b"data: \xff\xfe\n\n")],
         TransportEnd::Complete,
     );
-    assert_eq!(s(&c), E::NoResponse);
+    assert_eq!(s(&c), E::Unmeasured);
     assert_eq!(c.count(MessageCount::Invalid), 1);
 }
 

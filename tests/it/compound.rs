@@ -1,0 +1,211 @@
+//! A compound system opened up: the reference app (`tokentap app`: a
+//! Chroma search, an LLM call that asks for a tool, the MCP tool call, a
+//! second LLM call streamed back) behind a compound tap, with a tap in
+//! front of every service it calls — a real Chroma, a real MCP server (the
+//! official SDK), the reference gateway and the simulator — in one process
+//! with the correlator. The app passes `traceparent` on; the breakdown of
+//! each request's E2E and TTFT must recover what the app itself measured of
+//! each kind of call, and its own time, within 1 ms at p50.
+
+use crate::support::*;
+use crate::tools::{mcp_server, python};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tokentap_core::correlate::compound::{Breakdown, Part};
+use tokentap_sim::app::{App, AppConfig};
+use tokentap_sim::gateway::{Gateway, GatewayConfig};
+use tokentap_sim::Profile;
+
+fn chroma(dir: &std::path::Path) -> (KillOnDrop, SocketAddr) {
+    let addr = free_addr();
+    let mut child = KillOnDrop(
+        Command::new(python().with_file_name("chroma"))
+            .args([
+                "run",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &addr.port().to_string(),
+                "--path",
+            ])
+            .arg(dir.join("data"))
+            .env("HOME", dir)
+            .env("ANONYMIZED_TELEMETRY", "False")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chroma (install it with `make deps`)"),
+    );
+    crate::tools::wait_listening(addr, "chroma", &mut child);
+    (child, addr)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// The app, its services and a tap in front of each, in one process.
+struct Stack {
+    taps: Multi,
+    app: App,
+    compound: SocketAddr,
+    _engine: tokentap_sim::Simulator,
+    _gateway: Gateway,
+    _mcp: KillOnDrop,
+    _chroma: KillOnDrop,
+    _dir: tempfile::TempDir,
+}
+
+fn stack(strip_traceparent: bool) -> Stack {
+    let dir = scratch("compound");
+    let (chroma, chroma_addr) = chroma(dir.path());
+    let (mcp, mcp_addr) = mcp_server("streamable-http", &["--json"]);
+    let engine = sim(Profile {
+        ttft_ms: 20.0,
+        itl_ms: 2.0,
+        output_tokens: 8,
+        ..Profile::default()
+    });
+    let [compound, gw, eng, tool, vectors, app_addr] = [(); 6].map(|_| free_addr());
+    let gateway = Gateway::spawn(
+        free_addr(),
+        GatewayConfig {
+            engine: eng.to_string(),
+            guard: None,
+            input_guards: 0,
+            output_guard: false,
+            processing: Duration::from_millis(2),
+            relay_delay: Duration::ZERO,
+            strip_traceparent,
+        },
+    )
+    .unwrap();
+    let taps = [
+        tap_yaml("app", "compound", compound, app_addr, ""),
+        tap_yaml("gw", "gateway", gw, gateway.addr, ""),
+        tap_yaml("engine", "engine", eng, engine.addr, ""),
+        tap_yaml("mcp", "tool", tool, mcp_addr, ""),
+        tap_yaml("vectors", "retrieval", vectors, chroma_addr, ""),
+    ]
+    .concat();
+    let taps = Multi::start(&taps, "correlation:\n  settle_seconds: 0.3\n");
+    let app = App::spawn(
+        app_addr,
+        AppConfig {
+            llm: gw.to_string(),
+            mcp: tool.to_string(),
+            mcp_path: "/mcp".into(),
+            retrieval: Some(vectors.to_string()),
+            before: Duration::from_millis(5),
+            between: Duration::from_millis(7),
+            strip_traceparent,
+        },
+    )
+    .unwrap();
+    Stack {
+        taps,
+        app,
+        compound,
+        _engine: engine,
+        _gateway: gateway,
+        _mcp: mcp,
+        _chroma: chroma,
+        _dir: dir,
+    }
+}
+
+fn ask(addr: SocketAddr, id: &str, question: &str) -> Vec<u8> {
+    let body = serde_json::json!({"model": "sim-model", "stream": true,
+        "messages": [{"role": "user", "content": question}]})
+    .to_string();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let r = rt.block_on(post(addr, &[("x-request-id", id)], body.as_bytes()));
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert!(r.complete);
+    r.body
+}
+
+fn breakdown(taps: &Multi, id: &str) -> Breakdown {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(b) = taps.attributions.compound_of(id) {
+            return b;
+        }
+        assert!(Instant::now() < deadline, "no breakdown for {id}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn an_agent_requests_time_is_split_into_retrieval_llm_tool_and_its_own_within_1ms() {
+    let _g = serial_blocking();
+    let s = stack(false);
+    let n = 12;
+    let mut errors: Vec<[f64; 4]> = Vec::new();
+    for i in 0..n {
+        let id = format!("ask-{i}");
+        let body = ask(s.compound, &id, "Paris");
+        assert!(
+            String::from_utf8_lossy(&body).contains("[DONE]"),
+            "the second LLM call's stream reached the client"
+        );
+        let b = breakdown(&s.taps, &id);
+        let truth = s.app.truth_of(&id).expect("the app's own log");
+        let record = s.taps.records.of("app", &id).expect("the compound record");
+        // Exact: the parts and the residual are the compound tap's figures.
+        assert_eq!(b.e2e.total(), record.e2e, "{id}: parts + residual = E2E");
+        assert_eq!(Some(b.ttft.unwrap().total()), record.ttft, "{id}: = TTFT");
+        // What each call kind took, as the app measured it and as split.
+        assert_eq!(
+            (b.llm_calls.len(), b.tool_calls, b.retrieval_calls),
+            (2, 1, 1)
+        );
+        assert_eq!(b.iterations.len(), 2);
+        let sum = |v: &[(Instant, Instant)]| v.iter().map(|(a, e)| ms(*e - *a)).sum::<f64>();
+        let (llm, tool, retrieval) = (sum(&truth.llm), sum(&truth.tool), sum(&truth.retrieval));
+        let own = ms(truth.end - truth.received) - llm - tool - retrieval;
+        errors.push([
+            ms(b.e2e.get(Part::Retrieval)) - retrieval,
+            ms(b.e2e.get(Part::Tool)) - tool,
+            ms(b.e2e.get(Part::Llm)) - llm,
+            ms(b.e2e.get(Part::Residual)) - own,
+        ]);
+        println!(
+            "{id}: e2e {:.2} ms = llm {:.2} + tool {:.2} + retrieval {:.2} + residual {:.2} (app: llm {llm:.2}, tool {tool:.2}, retrieval {retrieval:.2}, own {own:.2}); ttft {:.2}",
+            ms(record.e2e),
+            ms(b.e2e.get(Part::Llm)),
+            ms(b.e2e.get(Part::Tool)),
+            ms(b.e2e.get(Part::Retrieval)),
+            ms(b.e2e.get(Part::Residual)),
+            ms(record.ttft.unwrap()),
+        );
+    }
+    let p50s: Vec<(&str, f64)> = ["retrieval", "tool", "llm", "residual"]
+        .iter()
+        .enumerate()
+        .map(|(k, what)| {
+            let mut v: Vec<f64> = errors.iter().map(|e| e[k]).collect();
+            v.sort_by(f64::total_cmp);
+            let p50 = v[v.len() / 2];
+            println!(
+                "{what}: breakdown - app p50 {p50:+.3} ms, min {:+.3}, max {:+.3}",
+                v[0],
+                v[v.len() - 1]
+            );
+            (*what, p50)
+        })
+        .collect();
+    for (what, p50) in p50s {
+        assert!(p50.abs() < 1.0, "{what}: p50 error {p50:.3} ms");
+    }
+    // The injected own work (5 + 7 ms) is inside the residual.
+    let scrape = s.taps.scrape();
+    let (count, sum, _) = prom_totals(&scrape, "tokentap_compound_part_seconds");
+    assert!(count >= (n * 10) as f64, "{count} part observations");
+    assert!(sum > 0.0);
+    assert!(scrape.contains("tokentap_compound_calls_count{part=\"tool\",tap=\"app\"}"));
+}
