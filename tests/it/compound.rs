@@ -209,3 +209,83 @@ fn an_agent_requests_time_is_split_into_retrieval_llm_tool_and_its_own_within_1m
     assert!(sum > 0.0);
     assert!(scrape.contains("tokentap_compound_calls_count{part=\"tool\",tap=\"app\"}"));
 }
+
+/// The same question through an agent built on the OpenAI Agents SDK
+/// (`tests/py/agent_app.py`: an OpenAI-compatible model behind the
+/// reference gateway, the official MCP server's tools), which passes
+/// `traceparent` on as headers: every request is broken down, its two LLM
+/// calls and its MCP calls found, the parts adding up to its figures.
+#[test]
+fn an_agent_built_on_the_openai_agents_sdk_is_broken_down() {
+    let _g = serial_blocking();
+    let (_mcp, mcp_addr) = mcp_server("streamable-http", &[]);
+    let engine = sim(Profile {
+        ttft_ms: 20.0,
+        itl_ms: 2.0,
+        output_tokens: 8,
+        ..Profile::default()
+    });
+    let [compound, gw, eng, tool, agent] = [(); 5].map(|_| free_addr());
+    let gateway = Gateway::spawn(
+        free_addr(),
+        GatewayConfig {
+            engine: eng.to_string(),
+            guard: None,
+            input_guards: 0,
+            output_guard: false,
+            processing: Duration::from_millis(2),
+            relay_delay: Duration::ZERO,
+            strip_traceparent: false,
+        },
+    )
+    .unwrap();
+    let taps = [
+        tap_yaml("agent", "compound", compound, agent, ""),
+        tap_yaml("gw", "gateway", gw, gateway.addr, ""),
+        tap_yaml("engine", "engine", eng, engine.addr, ""),
+        tap_yaml("mcp", "tool", tool, mcp_addr, ""),
+    ]
+    .concat();
+    let taps = Multi::start(&taps, "correlation:\n  settle_seconds: 0.3\n");
+    let mut app = KillOnDrop(
+        Command::new(python())
+            .arg(crate::tools::script("agent_app.py"))
+            .arg(agent.port().to_string())
+            .arg(format!("http://{gw}/v1"))
+            .arg(format!("http://{tool}/mcp"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python"),
+    );
+    crate::tools::wait_listening(agent, "the agent app", &mut app);
+    for i in 0..5 {
+        let id = format!("agent-{i}");
+        let body = String::from_utf8(ask(compound, &id, "Paris")).unwrap();
+        assert!(
+            body.contains("[DONE]") && body.contains("\"content\""),
+            "{body}"
+        );
+        let b = breakdown(&taps, &id);
+        let record = taps.records.of("agent", &id).expect("the compound record");
+        assert_eq!(b.e2e.total(), record.e2e, "{id}: parts + residual = E2E");
+        assert_eq!(b.ttft.map(|t| t.total()), record.ttft, "{id}: = TTFT");
+        assert_eq!(b.llm_calls.len(), 2, "{id}: the tool call, then the answer");
+        // initialize, tools/list and tools/call at least, each a call.
+        assert!(b.tool_calls >= 3, "{id}: {} MCP calls", b.tool_calls);
+        assert!(
+            b.e2e.get(Part::Tool) >= Duration::from_millis(50),
+            "lookup sleeps 50 ms"
+        );
+        assert!(b.e2e.get(Part::Residual) > Duration::ZERO);
+        println!(
+            "{id}: e2e {:.2} ms = llm {:.2} + tool {:.2} ({} MCP calls) + residual {:.2}; ttft {:.2}",
+            ms(record.e2e),
+            ms(b.e2e.get(Part::Llm)),
+            ms(b.e2e.get(Part::Tool)),
+            b.tool_calls,
+            ms(b.e2e.get(Part::Residual)),
+            ms(record.ttft.unwrap_or_default()),
+        );
+    }
+}
