@@ -141,7 +141,7 @@ fn breakdown(taps: &Multi, id: &str) -> Breakdown {
 }
 
 #[test]
-fn an_agent_requests_time_is_split_into_retrieval_llm_tool_and_its_own_within_1ms() {
+fn an_agent_requests_time_is_split_into_its_calls_each_kind_within_1ms_of_the_apps_log() {
     let _g = serial_blocking();
     let s = stack(false);
     let n = 12;
@@ -199,11 +199,25 @@ fn an_agent_requests_time_is_split_into_retrieval_llm_tool_and_its_own_within_1m
             (*what, p50)
         })
         .collect();
+    // Each kind of call within 1 ms at p50. The residual also holds the hop
+    // from the app to each service's tap and back (its socket write to the
+    // tap's t0, the tap's last byte to the app's read: ~0.4 ms a call on
+    // this machine), which the app counts as call time: it may exceed the
+    // app's own time by that much per call, never more.
+    let calls_per_request = 4.0;
     for (what, p50) in p50s {
-        assert!(p50.abs() < 1.0, "{what}: p50 error {p50:.3} ms");
+        let bound = if what == "residual" {
+            1.0 + 0.5 * calls_per_request
+        } else {
+            1.0
+        };
+        assert!(
+            p50.abs() < bound,
+            "{what}: p50 error {p50:.3} ms (bound {bound} ms)"
+        );
     }
-    // The injected own work (5 + 7 ms) is inside the residual.
     let scrape = s.taps.scrape();
+    crate::scrape::all_present(&scrape, |d| d.name.starts_with("tokentap_compound_"));
     let (count, sum, _) = prom_totals(&scrape, "tokentap_compound_part_seconds");
     assert!(count >= (n * 10) as f64, "{count} part observations");
     assert!(sum > 0.0);

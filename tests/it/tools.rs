@@ -201,6 +201,10 @@ fn an_mcp_session_over_streamable_http_with_sse_answers_is_measured_call_by_call
     let _g = serial_blocking();
     let s = session("streamable-http", &[], "/mcp", 3);
     check_session(&s, true);
+    // Every MCP family is in this scrape, and promtool accepts it.
+    crate::scrape::all_present(&s, |d| {
+        d.name.starts_with("mcp_") || d.name.starts_with("tokentap_mcp_")
+    });
     // Time to the response head of each POST, for every call.
     let by_method = "{boundary=\"tool\",mcp_method_name=\"tools/call\",tap=\"mcp\"}";
     assert_eq!(
@@ -290,6 +294,9 @@ fn chroma_searches_through_a_retrieval_tap_are_timed_with_top_k_and_results() {
     assert_eq!(direct, through, "the client saw the same through the tap");
     assert_eq!(through["query"][0], serde_json::json!(["a", "e", "b"]));
     let s = tap.scrape();
+    crate::scrape::all_present(&s, |d| {
+        d.name.starts_with("tokentap_call_") || d.name.starts_with("tokentap_retrieval_")
+    });
     let labels = |op: &str| {
         format!("{{boundary=\"retrieval\",operation=\"{op}\",system=\"chroma\",tap=\"vectors\"}}")
     };
