@@ -331,3 +331,79 @@ fn chroma_searches_through_a_retrieval_tap_are_timed_with_top_k_and_results() {
         1.0
     );
 }
+
+/// One span per MCP call reaches an OTLP collector, named and attributed
+/// as the MCP conventions say, with nothing of the arguments or results.
+#[test]
+fn mcp_calls_are_exported_as_spans_without_their_content() {
+    let _g = serial_blocking();
+    let collector = crate::collector::Collector::start(crate::collector::Mode::Ok);
+    let (_server, upstream) = mcp_server("streamable-http", &[]);
+    let listen = free_addr();
+    let top = format!(
+        "otlp:\n  endpoint: http://{}\n  interval_seconds: 0.2\n  timeout_seconds: 1\n",
+        collector.addr
+    );
+    let _tap = Multi::start(&tap_yaml("mcp", "tool", listen, upstream, ""), &top);
+    let seen = mcp_client("streamable-http", &format!("http://{listen}/mcp"), 0);
+    assert_eq!(seen["lookup"][1][0], "Sunny in Paris");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let spans = loop {
+        let spans = collector.spans();
+        if spans.iter().any(|s| s.name == "tools/call nope") || Instant::now() > deadline {
+            break spans;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    for want in [
+        "initialize",
+        "tools/list",
+        "tools/call lookup",
+        "tools/call fail",
+        "tools/call slow",
+    ] {
+        assert!(names.contains(&want), "{want} in {names:?}");
+    }
+    let attr = |name: &str, key: &str| {
+        spans
+            .iter()
+            .find(|s| s.name == name)
+            .and_then(|s| crate::collector::string_attr(&s.attributes, key))
+    };
+    assert_eq!(
+        attr("tools/call lookup", "mcp.method.name").as_deref(),
+        Some("tools/call")
+    );
+    assert_eq!(
+        attr("tools/call lookup", "gen_ai.tool.name").as_deref(),
+        Some("lookup")
+    );
+    assert_eq!(
+        attr("tools/call lookup", "gen_ai.operation.name").as_deref(),
+        Some("execute_tool")
+    );
+    assert_eq!(
+        attr("tools/call lookup", "error.type"),
+        None,
+        "it succeeded"
+    );
+    assert_eq!(
+        attr("tools/call fail", "error.type").as_deref(),
+        Some("tool_error")
+    );
+    assert_eq!(
+        attr("tools/call lookup", "tokentap.call.kind").as_deref(),
+        Some("mcp")
+    );
+    // Neither the argument nor the result left the tap.
+    for raw in collector.raw() {
+        for canary in [&b"Paris"[..], b"Sunny", b"boom"] {
+            assert!(
+                !raw.windows(canary.len()).any(|w| w == canary),
+                "{:?} exported",
+                String::from_utf8_lossy(canary)
+            );
+        }
+    }
+}
