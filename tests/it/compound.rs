@@ -48,6 +48,7 @@ fn ms(d: Duration) -> f64 {
 /// The app, its services and a tap in front of each, in one process.
 struct Stack {
     taps: Multi,
+    collector: crate::collector::Collector,
     app: App,
     compound: SocketAddr,
     _engine: tokentap_sim::Simulator,
@@ -89,7 +90,12 @@ fn stack(strip_traceparent: bool) -> Stack {
         tap_yaml("vectors", "retrieval", vectors, chroma_addr, ""),
     ]
     .concat();
-    let taps = Multi::start(&taps, "correlation:\n  settle_seconds: 0.3\n");
+    let collector = crate::collector::Collector::start(crate::collector::Mode::Ok);
+    let top = format!(
+        "correlation:\n  settle_seconds: 0.3\notlp:\n  endpoint: http://{}\n  interval_seconds: 0.2\n  timeout_seconds: 1\n",
+        collector.addr
+    );
+    let taps = Multi::start(&taps, &top);
     let app = App::spawn(
         app_addr,
         AppConfig {
@@ -105,6 +111,7 @@ fn stack(strip_traceparent: bool) -> Stack {
     .unwrap();
     Stack {
         taps,
+        collector,
         app,
         compound,
         _engine: engine,
@@ -215,6 +222,46 @@ fn an_agent_requests_time_is_split_into_its_calls_each_kind_within_1ms_of_the_ap
             p50.abs() < bound,
             "{what}: p50 error {p50:.3} ms (bound {bound} ms)"
         );
+    }
+    // Each request's breakdown is a span in its trace, its parts adding up.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let spans = loop {
+        let spans: Vec<_> = s
+            .collector
+            .spans()
+            .into_iter()
+            .filter(|sp| sp.name == "compound app")
+            .collect();
+        if spans.len() >= n || Instant::now() > deadline {
+            break spans;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(spans.len(), n, "one breakdown span per request");
+    for sp in &spans {
+        let num = |k: &str| {
+            sp.attributes
+                .iter()
+                .find(|a| a.key == k)
+                .and_then(|a| a.value.as_ref())
+                .and_then(|v| match &v.value {
+                    Some(
+                        opentelemetry_proto::tonic::common::v1::any_value::Value::DoubleValue(d),
+                    ) => Some(*d),
+                    _ => None,
+                })
+                .unwrap_or(f64::NAN)
+        };
+        let parts: f64 = ["llm", "tool", "retrieval", "guardrail", "residual"]
+            .iter()
+            .map(|p| num(&format!("tokentap.compound.e2e.{p}")))
+            .sum();
+        let span_ns = sp.end_time_unix_nano - sp.start_time_unix_nano;
+        assert!(
+            (parts * 1e9 - span_ns as f64).abs() < 1e3,
+            "{parts} s vs {span_ns} ns"
+        );
+        assert!(num("tokentap.compound.e2e.tool") > 0.05);
     }
     let scrape = s.taps.scrape();
     crate::scrape::all_present(&scrape, |d| d.name.starts_with("tokentap_compound_"));

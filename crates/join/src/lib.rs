@@ -104,6 +104,7 @@ fn prepare(
         cfg.correlation,
         cfg.labels,
         &registry,
+        None,
         &attributions,
     )
     .map_err(HostError::Thread)?;

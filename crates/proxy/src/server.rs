@@ -147,6 +147,7 @@ pub(crate) fn build_with_grace(
                 cfg,
                 Default::default(),
                 &metrics.registry,
+                spans.clone(),
                 &hooks.attributions,
             )
             .map_err(StartError::thread)?,

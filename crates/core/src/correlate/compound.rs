@@ -85,6 +85,10 @@ pub struct LlmCall {
 pub struct Breakdown {
     pub tap: Arc<str>,
     pub request_id: Option<Arc<str>>,
+    /// The compound request's trace (its span's, for a span of its own).
+    pub trace: Option<crate::trace::TraceParent>,
+    /// When the compound tap had the request headers.
+    pub t0: Instant,
     pub ttft: Option<Parts>,
     pub e2e: Parts,
     pub llm_calls: Vec<LlmCall>,
@@ -213,6 +217,8 @@ fn breakdown(c: &TapRecord, calls: &[&TapRecord]) -> Breakdown {
     Breakdown {
         tap: c.tap.clone(),
         request_id: c.request_id.clone(),
+        trace: c.trace,
+        t0: c.t0,
         ttft: first_token.map(|f| split(calls, c.t0, f)),
         e2e: split(calls, c.t0, c.end()),
         llm_calls,

@@ -303,6 +303,8 @@ mod tests {
                 compound: vec![Breakdown {
                     tap: Arc::from(format!("app{i}")),
                     request_id: None,
+                    trace: None,
+                    t0: std::time::Instant::now(),
                     ttft: None,
                     e2e: Default::default(),
                     llm_calls: Vec::new(),

@@ -36,6 +36,7 @@ use tokentap_core::record::{Outcome, RequestRecord};
 use tokentap_core::trace::TraceParent;
 
 mod call;
+mod compound;
 
 /// How often a partial batch is exported.
 const FLUSH_EVERY: Duration = Duration::from_millis(500);
