@@ -40,6 +40,7 @@ fn record(base: Instant, i: u64, traced: bool) -> TapRecord {
         events: vec![5_000, 6_000, 7_000],
         events_truncated: false,
         output_tokens: Some(3),
+        input_tokens: None,
         outcome: Outcome::Ok,
         verdict: Verdict::Unknown,
     }

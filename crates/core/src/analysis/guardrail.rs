@@ -84,6 +84,7 @@ pub fn record_of(s: &Sample, t0: Instant) -> Option<TapRecord> {
             .collect(),
         events_truncated: s.gaps_truncated,
         output_tokens: s.output_tokens,
+        input_tokens: s.input_tokens,
         outcome: Outcome::from_label(&s.outcome).unwrap_or(Outcome::Unmeasured),
         verdict: s
             .verdict

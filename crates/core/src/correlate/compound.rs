@@ -78,6 +78,7 @@ pub struct LlmCall {
     /// How much of this call lay before the compound's first token.
     pub before_first_token: Duration,
     pub output_tokens: Option<u64>,
+    pub input_tokens: Option<u64>,
 }
 
 /// Where one compound request's time went.
@@ -99,6 +100,9 @@ pub struct Breakdown {
     pub iterations: Vec<Duration>,
     /// Output tokens over its LLM calls (those that reported them).
     pub output_tokens: Option<u64>,
+    /// Input tokens over its LLM calls (each call's whole prompt: an agent
+    /// loop sends the conversation again every iteration).
+    pub input_tokens: Option<u64>,
 }
 
 fn is_llm(b: Boundary) -> bool {
@@ -198,6 +202,7 @@ fn breakdown(c: &TapRecord, calls: &[&TapRecord]) -> Breakdown {
                 r.end().min(f).saturating_duration_since(r.t0)
             }),
             output_tokens: r.output_tokens,
+            input_tokens: r.input_tokens,
         })
         .collect();
     let starts: Vec<Instant> = llm.iter().map(|r| r.t0).collect();
@@ -213,7 +218,11 @@ fn breakdown(c: &TapRecord, calls: &[&TapRecord]) -> Breakdown {
         })
         .collect();
     let count = |b: Boundary| calls.iter().filter(|r| r.boundary == b).count();
-    let tokens: Vec<u64> = llm_calls.iter().filter_map(|l| l.output_tokens).collect();
+    let sum = |f: fn(&LlmCall) -> Option<u64>| {
+        let v: Vec<u64> = llm_calls.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| v.iter().sum())
+    };
+    let (output_tokens, input_tokens) = (sum(|l| l.output_tokens), sum(|l| l.input_tokens));
     Breakdown {
         tap: c.tap.clone(),
         request_id: c.request_id.clone(),
@@ -226,7 +235,8 @@ fn breakdown(c: &TapRecord, calls: &[&TapRecord]) -> Breakdown {
         retrieval_calls: count(Boundary::Retrieval),
         guardrail_calls: count(Boundary::Guardrail),
         iterations,
-        output_tokens: (!tokens.is_empty()).then(|| tokens.iter().sum()),
+        output_tokens,
+        input_tokens,
     }
 }
 

@@ -30,6 +30,7 @@ fn rec(
         events: Vec::new(),
         events_truncated: false,
         output_tokens: Some(10),
+        input_tokens: Some(100),
         outcome: Outcome::Ok,
         verdict: Verdict::Unknown,
     }
@@ -82,6 +83,7 @@ fn an_agent_request_is_split_into_its_calls_and_the_rest_exactly() {
         (1, 1, 1)
     );
     assert_eq!(d.output_tokens, Some(20));
+    assert_eq!(d.input_tokens, Some(200));
 }
 
 #[test]

@@ -149,6 +149,9 @@ pub fn record(
         output_tokens: attrs
             .i64(key::OUTPUT_TOKENS)
             .and_then(|n| u64::try_from(n).ok()),
+        input_tokens: attrs
+            .i64(key::INPUT_TOKENS)
+            .and_then(|n| u64::try_from(n).ok()),
         outcome: attrs
             .str(key::OUTCOME)
             .and_then(Outcome::from_label)

@@ -29,6 +29,7 @@ pub struct TapRecord {
     /// More token events happened than `events` holds.
     pub events_truncated: bool,
     pub output_tokens: Option<u64>,
+    pub input_tokens: Option<u64>,
     pub outcome: Outcome,
     pub verdict: Verdict,
 }

@@ -284,3 +284,8 @@ label_set! {
     /// A compound tap (attribution families).
     pub struct CompoundTap { tap: Tap }
 }
+
+label_set! {
+    /// A compound request's tokens, by side.
+    pub struct CompoundTokens { tap: Tap, token_type: TokenType }
+}

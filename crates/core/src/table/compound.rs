@@ -1,7 +1,7 @@
 //! The table's entries for where a compound request's time went
 //! (`crate::correlate::compound`): its TTFT and E2E split into LLM, tool,
 //! retrieval and guardrail calls and the residual, its calls per request,
-//! its loop iterations and the tokens it spent.
+//! its loop iterations and the tokens it spent (input and output).
 
 use super::*;
 use crate::labels::*;
@@ -45,15 +45,15 @@ metrics! {
         tests: &[Test::Compound],
     });
 
-    pub const COMPOUND_OUTPUT_TOKENS: Metric<CompoundTap, Histogram> = Metric::new(Spec {
-        name: "tokentap_compound_output_tokens",
-        otel_name: "tokentap.compound.output_tokens",
+    pub const COMPOUND_TOKENS: Metric<CompoundTokens, Histogram> = Metric::new(Spec {
+        name: "tokentap_compound_tokens",
+        otel_name: "tokentap.compound.tokens",
         unit: Unit::Tokens,
-        help: "Output tokens a compound request spent over all its LLM calls (as each call's outermost tap counted them).",
+        help: "Tokens a compound request spent over all its LLM calls, by side, as each call's outermost tap counted them: input counts each call's whole prompt (an agent loop sends the conversation again every iteration).",
         buckets: TOKEN_BUCKETS,
         start: "—",
         end: "—",
-        observed: "each settled compound request with at least one LLM call that counted its output tokens",
+        observed: "each settled compound request, per side, when at least one of its LLM calls counted that side's tokens",
         tests: &[Test::Compound, Test::OutputThroughput],
     });
 }

@@ -121,6 +121,7 @@ pub fn tap_record(tap: &TapLabels, c: &Call) -> TapRecord {
         events: Vec::new(),
         events_truncated: false,
         output_tokens: None,
+        input_tokens: None,
         outcome,
         verdict: Verdict::Unknown,
     }

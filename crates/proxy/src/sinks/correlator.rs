@@ -41,6 +41,7 @@ impl RecordSink for CorrelatorSink {
                 events,
                 events_truncated,
                 output_tokens: r.output_tokens,
+                input_tokens: r.input_tokens,
                 outcome: r.outcome,
                 verdict: r.verdict.unwrap_or(Verdict::Unknown),
             },

@@ -13,8 +13,9 @@ use std::sync::{Arc, RwLock};
 use tokentap_core::correlate::compound::{Breakdown, Part, Window};
 use tokentap_core::correlate::{AttributionSink, Joined, Resolution};
 use tokentap_core::labels::{
-    CompoundCalls, CompoundPart, CompoundTap, Correlation, GuardExposed, GuardHop, GuardVerdict,
-    LabelName, ModelLabels, Overflow, Overhead, OverheadPhase, Pair, OTHER,
+    CompoundCalls, CompoundPart, CompoundTap, CompoundTokens, Correlation, GuardExposed, GuardHop,
+    GuardVerdict, LabelName, ModelLabels, Overflow, Overhead, OverheadPhase, Pair, TokenType,
+    OTHER,
 };
 use tokentap_core::table;
 
@@ -234,12 +235,22 @@ impl CorrelationMetrics {
             };
             m.observe(&table::COMPOUND_CALLS, &labels, n as f64);
         }
-        let labels = CompoundTap { tap };
+        let labels = CompoundTap { tap: tap.clone() };
         for i in &b.iterations {
             m.observe(&table::COMPOUND_ITERATION, &labels, i.as_secs_f64());
         }
-        if let Some(t) = b.output_tokens {
-            m.observe(&table::COMPOUND_OUTPUT_TOKENS, &labels, t as f64);
+        let sides = [
+            (TokenType::Input, b.input_tokens),
+            (TokenType::Output, b.output_tokens),
+        ];
+        for (token_type, n) in sides {
+            if let Some(n) = n {
+                let labels = CompoundTokens {
+                    tap: tap.clone(),
+                    token_type,
+                };
+                m.observe(&table::COMPOUND_TOKENS, &labels, n as f64);
+            }
         }
     }
 }
@@ -313,6 +324,7 @@ mod tests {
                     guardrail_calls: 0,
                     iterations: Vec::new(),
                     output_tokens: None,
+                    input_tokens: None,
                 }],
             };
             c.resolved(&r);

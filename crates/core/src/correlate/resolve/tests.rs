@@ -30,6 +30,7 @@ fn rec(
         events: events.iter().map(|e| ((e - t0) * 1000) as u32).collect(),
         events_truncated: false,
         output_tokens: Some(events.len() as u64),
+        input_tokens: None,
         outcome: Outcome::Ok,
         verdict: Verdict::Pass,
     }

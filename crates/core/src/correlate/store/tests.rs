@@ -78,6 +78,7 @@ fn rec(
         events: vec![5000, 6000],
         events_truncated: false,
         output_tokens: Some(2),
+        input_tokens: None,
         outcome: Outcome::Ok,
         verdict: Verdict::Unknown,
     }

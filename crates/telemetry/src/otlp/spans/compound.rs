@@ -1,8 +1,8 @@
 //! One span per compound request once its calls settled: where its time
 //! went (`tokentap_core::correlate::compound`), as attributes
 //! `tokentap.compound.{e2e,ttft}.{llm,tool,retrieval,guardrail,residual}`
-//! (seconds), the calls per kind, the loop iterations and the output
-//! tokens. Named `compound {tap}`, kind internal, in the request's trace:
+//! (seconds), the calls per kind, the loop iterations and the input and
+//! output tokens. Named `compound {tap}`, kind internal, in the request's trace:
 //! a child of its parent id (the compound tap's own span when that tap
 //! created the trace). A request without a trace gets none: its span could
 //! not be found beside it.
@@ -62,11 +62,17 @@ impl SpanPipeline {
             "tokentap.compound.iterations",
             int(b.iterations.len()),
         ));
-        if let Some(t) = b.output_tokens {
-            attrs.push(KeyValue::new(
-                "gen_ai.usage.output_tokens",
-                Value::I64(i64::try_from(t).unwrap_or(i64::MAX)),
-            ));
+        let tokens = [
+            ("gen_ai.usage.input_tokens", b.input_tokens),
+            ("gen_ai.usage.output_tokens", b.output_tokens),
+        ];
+        for (k, t) in tokens {
+            if let Some(t) = t {
+                attrs.push(KeyValue::new(
+                    k,
+                    Value::I64(i64::try_from(t).unwrap_or(i64::MAX)),
+                ));
+            }
         }
         Some(SpanData {
             span_context: SpanContext::new(
