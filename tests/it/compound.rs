@@ -8,7 +8,7 @@
 //! each kind of call, and its own time, within 1 ms at p50.
 
 use crate::support::*;
-use crate::tools::{mcp_server, python};
+use crate::tools::{chroma, mcp_server, python};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,30 +16,6 @@ use tokentap_core::correlate::compound::{Breakdown, Part};
 use tokentap_sim::app::{App, AppConfig};
 use tokentap_sim::gateway::{Gateway, GatewayConfig};
 use tokentap_sim::Profile;
-
-fn chroma(dir: &std::path::Path) -> (KillOnDrop, SocketAddr) {
-    let addr = free_addr();
-    let mut child = KillOnDrop(
-        Command::new(python().with_file_name("chroma"))
-            .args([
-                "run",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                &addr.port().to_string(),
-                "--path",
-            ])
-            .arg(dir.join("data"))
-            .env("HOME", dir)
-            .env("ANONYMIZED_TELEMETRY", "False")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chroma (install it with `make deps`)"),
-    );
-    crate::tools::wait_listening(addr, "chroma", &mut child);
-    (child, addr)
-}
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3

@@ -240,7 +240,7 @@ fn an_mcp_session_over_the_older_http_sse_transport_is_matched_across_connection
 }
 
 /// A real Chroma server (`chroma run`) on a scratch directory.
-fn chroma(dir: &std::path::Path) -> (KillOnDrop, SocketAddr) {
+pub fn chroma(dir: &std::path::Path) -> (KillOnDrop, SocketAddr) {
     let addr = free_addr();
     let chroma = python().with_file_name("chroma");
     let mut child = KillOnDrop(

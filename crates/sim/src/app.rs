@@ -13,6 +13,7 @@
 
 mod calls;
 
+use crate::gateway::{chunk, last_user_text, resolve, sleep_until_exactly};
 use crate::wire::{self, Request};
 pub use calls::Context;
 use serde_json::{json, Value};
@@ -138,13 +139,6 @@ impl Drop for App {
     }
 }
 
-async fn resolve(authority: &str) -> io::Result<SocketAddr> {
-    tokio::net::lookup_host(authority)
-        .await?
-        .next()
-        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("{authority}: no address")))
-}
-
 impl App {
     /// Opens the MCP session, prepares the collection, binds `listen` and
     /// serves in the background.
@@ -245,41 +239,6 @@ async fn connection(s: TcpStream, setup: Arc<Setup>, truth: Truths) -> io::Resul
     Ok(())
 }
 
-/// Waits until `deadline` to well under a millisecond (the gateway's way).
-async fn sleep_until_exactly(deadline: Instant) {
-    let early = Duration::from_micros(1500);
-    if let Some(wake) = deadline.checked_sub(early) {
-        if wake > Instant::now() {
-            tokio::time::sleep_until(wake.into()).await;
-        }
-    }
-    while Instant::now() < deadline {
-        tokio::task::yield_now().await;
-    }
-}
-
-fn chunk(bytes: &[u8]) -> Vec<u8> {
-    let mut c = format!("{:x}\r\n", bytes.len()).into_bytes();
-    c.extend_from_slice(bytes);
-    c.extend_from_slice(b"\r\n");
-    c
-}
-
-fn question(body: &[u8]) -> String {
-    let v: Value = serde_json::from_slice(body).unwrap_or_default();
-    v.get("messages")
-        .and_then(Value::as_array)
-        .and_then(|m| {
-            m.iter()
-                .rev()
-                .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
-        })
-        .and_then(|m| m.get("content"))
-        .and_then(Value::as_str)
-        .unwrap_or("What is the weather?")
-        .to_string()
-}
-
 /// The `lookup` tool as the LLM is offered it.
 fn tools() -> Value {
     json!([{"type": "function", "function": {"name": "lookup",
@@ -305,7 +264,7 @@ async fn handle(
             req.header_str("traceparent").map(str::to_owned)
         },
     };
-    let q = question(&req.body);
+    let q = last_user_text(&req.body);
     sleep_until_exactly(received + cfg.before).await;
     let mut t = AppTruth {
         request_id: cx.request_id.clone(),

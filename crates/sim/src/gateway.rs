@@ -123,7 +123,7 @@ type Truths = Arc<Mutex<VecDeque<GatewayTruth>>>;
 /// wakes up to a millisecond late, so it sleeps to 1.5 ms before and
 /// yields the rest. The gateway's delays are what tests recover: they must
 /// be what it was told, not its timer's rounding.
-async fn sleep_until_exactly(deadline: Instant) {
+pub(crate) async fn sleep_until_exactly(deadline: Instant) {
     let early = Duration::from_micros(1500);
     if let Some(wake) = deadline.checked_sub(early) {
         if wake > Instant::now() {
@@ -257,7 +257,8 @@ async fn connection(s: TcpStream, cfg: Arc<GatewayConfig>, truth: Truths) -> io:
     Ok(())
 }
 
-async fn resolve(authority: &str) -> io::Result<SocketAddr> {
+/// The first address of `host:port` (a compose service name works).
+pub(crate) async fn resolve(authority: &str) -> io::Result<SocketAddr> {
     tokio::net::lookup_host(authority)
         .await?
         .next()
@@ -266,7 +267,7 @@ async fn resolve(authority: &str) -> io::Result<SocketAddr> {
 
 /// The text of the last user message of a chat request (what an input
 /// guardrail reads), or a placeholder.
-fn last_user_text(body: &[u8]) -> String {
+pub(crate) fn last_user_text(body: &[u8]) -> String {
     let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
     v.get("messages")
         .and_then(|m| m.as_array())
@@ -307,7 +308,8 @@ enum Piece {
     Data(Instant, Vec<u8>),
 }
 
-fn chunk(bytes: &[u8]) -> Vec<u8> {
+/// One HTTP/1.1 chunk.
+pub(crate) fn chunk(bytes: &[u8]) -> Vec<u8> {
     let mut c = format!("{:x}\r\n", bytes.len()).into_bytes();
     c.extend_from_slice(bytes);
     c.extend_from_slice(b"\r\n");
