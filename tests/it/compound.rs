@@ -21,6 +21,33 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// The LLM side of both stacks: the simulator, and the reference gateway
+/// (2 ms of its own) that calls it through an engine tap to be listening
+/// at the returned address.
+fn llm_chain(strip_traceparent: bool) -> (tokentap_sim::Simulator, Gateway, SocketAddr) {
+    let engine = sim(Profile {
+        ttft_ms: 20.0,
+        itl_ms: 2.0,
+        output_tokens: 8,
+        ..Profile::default()
+    });
+    let engine_tap = free_addr();
+    let gateway = Gateway::spawn(
+        free_addr(),
+        GatewayConfig {
+            engine: engine_tap.to_string(),
+            guard: None,
+            input_guards: 0,
+            output_guard: false,
+            processing: Duration::from_millis(2),
+            relay_delay: Duration::ZERO,
+            strip_traceparent,
+        },
+    )
+    .unwrap();
+    (engine, gateway, engine_tap)
+}
+
 /// The app, its services and a tap in front of each, in one process.
 struct Stack {
     taps: Multi,
@@ -38,26 +65,8 @@ fn stack(strip_traceparent: bool) -> Stack {
     let dir = scratch("compound");
     let (chroma, chroma_addr) = chroma(dir.path());
     let (mcp, mcp_addr) = mcp_server("streamable-http", &["--json"]);
-    let engine = sim(Profile {
-        ttft_ms: 20.0,
-        itl_ms: 2.0,
-        output_tokens: 8,
-        ..Profile::default()
-    });
-    let [compound, gw, eng, tool, vectors, app_addr] = [(); 6].map(|_| free_addr());
-    let gateway = Gateway::spawn(
-        free_addr(),
-        GatewayConfig {
-            engine: eng.to_string(),
-            guard: None,
-            input_guards: 0,
-            output_guard: false,
-            processing: Duration::from_millis(2),
-            relay_delay: Duration::ZERO,
-            strip_traceparent,
-        },
-    )
-    .unwrap();
+    let (engine, gateway, eng) = llm_chain(strip_traceparent);
+    let [compound, gw, tool, vectors, app_addr] = [(); 5].map(|_| free_addr());
     let taps = [
         tap_yaml("app", "compound", compound, app_addr, ""),
         tap_yaml("gw", "gateway", gw, gateway.addr, ""),
@@ -256,26 +265,8 @@ fn an_agent_requests_time_is_split_into_its_calls_each_kind_within_1ms_of_the_ap
 fn an_agent_built_on_the_openai_agents_sdk_is_broken_down() {
     let _g = serial_blocking();
     let (_mcp, mcp_addr) = mcp_server("streamable-http", &[]);
-    let engine = sim(Profile {
-        ttft_ms: 20.0,
-        itl_ms: 2.0,
-        output_tokens: 8,
-        ..Profile::default()
-    });
-    let [compound, gw, eng, tool, agent] = [(); 5].map(|_| free_addr());
-    let gateway = Gateway::spawn(
-        free_addr(),
-        GatewayConfig {
-            engine: eng.to_string(),
-            guard: None,
-            input_guards: 0,
-            output_guard: false,
-            processing: Duration::from_millis(2),
-            relay_delay: Duration::ZERO,
-            strip_traceparent: false,
-        },
-    )
-    .unwrap();
+    let (engine, gateway, eng) = llm_chain(false);
+    let [compound, gw, tool, agent] = [(); 4].map(|_| free_addr());
     let taps = [
         tap_yaml("agent", "compound", compound, agent, ""),
         tap_yaml("gw", "gateway", gw, gateway.addr, ""),
