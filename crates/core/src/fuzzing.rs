@@ -88,8 +88,9 @@ pub fn classify(data: &[u8]) {
     let _ = s.filter(b"", true);
 }
 
-/// The request scanner with every hash on (fingerprint, prompt prefixes)
-/// and the tokenizer estimate of the prompt.
+/// The request scanner with every hash on (fingerprint, prompt prefixes,
+/// links) and the tokenizer estimate of the prompt; then as a compound
+/// system's request (its links).
 pub fn request(data: &[u8]) {
     let _ = parse_request_with(
         data,
@@ -99,6 +100,15 @@ pub fn request(data: &[u8]) {
             estimate: Some(crate::decode::tokens::Estimator::new(
                 crate::decode::tokens::Tokenizer::O200kBase,
             )),
+            links: true,
+            app_links: false,
+        },
+    );
+    let _ = parse_request_with(
+        data,
+        Hashes {
+            app_links: true,
+            ..Hashes::default()
         },
     );
 }

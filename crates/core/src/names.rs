@@ -166,6 +166,9 @@ pub enum Label {
     Window,
     /// What a slice of a compound request's time went to.
     Part,
+    /// What the compound stage did with a call (the same name as
+    /// `Result`, other values).
+    LinkResult,
 }
 
 impl Label {
@@ -207,7 +210,8 @@ impl Label {
             | Label::InjectResult
             | Label::JoinExportResult
             | Label::JoinSpanResult
-            | Label::SloResult => "tokentap.result",
+            | Label::SloResult
+            | Label::LinkResult => "tokentap.result",
             Label::McpMethod => "mcp.method.name",
             Label::ToolName => "gen_ai.tool.name",
             Label::ErrorType => "error.type",
@@ -245,7 +249,8 @@ impl Label {
             | Label::InjectResult
             | Label::JoinExportResult
             | Label::JoinSpanResult
-            | Label::SloResult => "result",
+            | Label::SloResult
+            | Label::LinkResult => "result",
             Label::Signal => "signal",
             Label::Quantile => "percentile",
             Label::Stat => "stat",

@@ -43,6 +43,7 @@ fn record(base: Instant, i: u64, traced: bool) -> TapRecord {
         input_tokens: None,
         outcome: Outcome::Ok,
         verdict: Verdict::Unknown,
+        links: Default::default(),
     }
 }
 
@@ -58,6 +59,7 @@ fn at_cap(c: &mut Criterion) {
                 max_events: 256,
                 buffered_share: 0.9,
                 clocks: Clocks::PerTap,
+                compound_links: true,
             };
             let store = Correlator::new(cfg, vec![Arc::new(Discard)]);
             let base = Instant::now();

@@ -31,6 +31,9 @@ fn request_body(c: &mut Criterion) {
         fingerprint: true,
         prefixes: true,
         estimate: None,
+        // What a tap that joins (a correlator or spans) computes too.
+        links: true,
+        app_links: false,
     };
     let long = conversation(20, 1_000);
     let mut g = c.benchmark_group("request body");

@@ -27,7 +27,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+use tokentap_core::correlate::CorrelationConfig;
 use tokentap_core::labels::ListenerName;
+use tokentap_core::tap::Boundary;
 use tokentap_host::admin::{AdminApp, Readiness};
 use tokentap_host::{Guarded, Host, HostError, Listener};
 use tokentap_telemetry::listeners::ListenerAdmission;
@@ -144,7 +146,13 @@ pub(crate) fn build_with_grace(
         None => None,
         Some(cfg) => Some(
             tokentap_telemetry::correlation::start(
-                cfg,
+                CorrelationConfig {
+                    // The compound stage holds every call for a while: only
+                    // where a compound tap may claim them.
+                    compound_links: cfg.compound_links
+                        && config.taps.iter().any(|t| t.boundary == Boundary::Compound),
+                    ..cfg
+                },
                 Default::default(),
                 &metrics.registry,
                 spans.clone(),

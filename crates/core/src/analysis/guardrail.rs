@@ -91,6 +91,7 @@ pub fn record_of(s: &Sample, t0: Instant) -> Option<TapRecord> {
             .as_deref()
             .and_then(Verdict::from_label)
             .unwrap_or(Verdict::Unknown),
+        links: Default::default(),
     })
 }
 

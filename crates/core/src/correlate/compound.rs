@@ -17,8 +17,10 @@
 //! runs from one LLM call's start to the next one's (the last, to the
 //! compound request's end).
 //!
-//! One clock only (`Clocks::Shared`): the taps' own clocks order nothing
-//! across machines, so the joiner gives no breakdown from them.
+//! Instants are compared across taps: in one process they are one
+//! monotonic clock; at the joiner they are the spans' wall-clock starts
+//! (each duration still measured on its own tap's clock), so a breakdown
+//! there is as exact as the machines' clocks agree.
 
 use super::types::{Clocks, TapRecord};
 use crate::tap::Boundary;
@@ -103,6 +105,23 @@ pub struct Breakdown {
     /// Input tokens over its LLM calls (each call's whole prompt: an agent
     /// loop sends the conversation again every iteration).
     pub input_tokens: Option<u64>,
+    /// Every call counted, in order of start.
+    pub members: Vec<Member>,
+    /// Its calls were joined by the compound stage's links (`linker`), not
+    /// by a trace id.
+    pub by_links: bool,
+}
+
+/// One call a compound request made, as its tap saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Member {
+    pub tap: Arc<str>,
+    pub boundary: Boundary,
+    /// From the compound request's start to the call's.
+    pub offset: Duration,
+    pub e2e: Duration,
+    /// The call's `x-request-id`, if it carried one.
+    pub request_id: Option<Arc<str>>,
 }
 
 fn is_llm(b: Boundary) -> bool {
@@ -150,11 +169,10 @@ fn split(calls: &[&TapRecord], from: Instant, to: Instant) -> Parts {
 }
 
 /// The breakdown of every compound record of a group, over the group's
-/// other records inside it. `None` per compound without one clock.
-pub fn breakdowns(records: &[TapRecord], clocks: Clocks) -> Vec<Breakdown> {
-    if clocks != Clocks::Shared {
-        return Vec::new();
-    }
+/// other records inside it. With `Clocks::PerTap` (the joiner) the
+/// instants are the spans' wall-clock starts: the split is as exact as the
+/// machines' clocks agree (a call that overhangs its request is clipped).
+pub fn breakdowns(records: &[TapRecord], _clocks: Clocks) -> Vec<Breakdown> {
     records
         .iter()
         .filter(|c| c.boundary == Boundary::Compound)
@@ -162,7 +180,9 @@ pub fn breakdowns(records: &[TapRecord], clocks: Clocks) -> Vec<Breakdown> {
             let inside: Vec<&TapRecord> = records
                 .iter()
                 .filter(|r| r.boundary != Boundary::Compound)
-                .filter(|r| r.t0 >= c.t0 && r.t0 <= c.end())
+                // Overlapping it: a call that overhangs (clocks of other
+                // machines) counts for the part inside.
+                .filter(|r| r.t0 <= c.end() && r.end() >= c.t0)
                 .collect();
             breakdown(c, &inside)
         })
@@ -223,6 +243,17 @@ fn breakdown(c: &TapRecord, calls: &[&TapRecord]) -> Breakdown {
         (!v.is_empty()).then(|| v.iter().sum())
     };
     let (output_tokens, input_tokens) = (sum(|l| l.output_tokens), sum(|l| l.input_tokens));
+    let mut members: Vec<Member> = calls
+        .iter()
+        .map(|r| Member {
+            tap: r.tap.clone(),
+            boundary: r.boundary,
+            offset: r.t0.saturating_duration_since(c.t0),
+            e2e: r.e2e,
+            request_id: r.request_id.clone(),
+        })
+        .collect();
+    members.sort_by_key(|m| m.offset);
     Breakdown {
         tap: c.tap.clone(),
         request_id: c.request_id.clone(),
@@ -237,6 +268,8 @@ fn breakdown(c: &TapRecord, calls: &[&TapRecord]) -> Breakdown {
         iterations,
         output_tokens,
         input_tokens,
+        members,
+        by_links: false,
     }
 }
 

@@ -7,15 +7,19 @@
 //!   guardrail phases and exposed time.
 //! - `compound`: pure — a compound request's TTFT and E2E split into its
 //!   LLM, tool, retrieval and guardrail calls and the residual.
+//! - `linker`: the compound stage — a compound request no trace id joined
+//!   gets the calls its links (and, for calls without any, time) give it;
+//!   ambiguity is counted, never assigned.
 //! - `store`: the bounded, settling `Correlator` (join by trace id, fall back
 //!   to fingerprints, count what it did).
 
 pub mod compound;
+pub mod linker;
 pub mod resolve;
 pub mod span;
 pub mod store;
 pub mod types;
 
 pub use crate::record::Verdict;
-pub use store::{AttributionSink, CorrelationConfig, Correlator, Joined, OpenTrace};
+pub use store::{AttributionSink, CorrelationConfig, Correlator, Joined, OpenCompound, OpenTrace};
 pub use types::*;

@@ -9,6 +9,7 @@
 //! content, never credentials: the fingerprint is a hash.
 
 use super::types::TapRecord;
+use crate::links::{Hashes, Links};
 use crate::record::{Outcome, Verdict};
 use crate::tap::Boundary;
 use crate::trace::TraceParent;
@@ -49,6 +50,16 @@ pub mod key {
     /// A call's span (tool and retrieval taps): `mcp`, `retrieval` or
     /// `http`. A span without it is a request's.
     pub const CALL_KIND: &str = "tokentap.call.kind";
+    /// What links the record to the other steps of an agent loop
+    /// (`crate::links`): hashes, 16 hex digits each, space-separated.
+    pub const LINKS_USERS: &str = "tokentap.links.users";
+    pub const LINKS_CALLS_OUT: &str = "tokentap.links.calls_out";
+    pub const LINKS_CALLS_IN: &str = "tokentap.links.calls_in";
+    pub const LINKS_RESULTS_IN: &str = "tokentap.links.results_in";
+    pub const LINKS_RESULTS_OUT: &str = "tokentap.links.results_out";
+    /// A compound request's breakdown span (a conclusion, not a request):
+    /// how its calls were joined, `trace` or `links`.
+    pub const COMPOUND_JOINED_BY: &str = "tokentap.compound.joined_by";
 }
 
 /// Typed access to one span's attributes (the joiner implements it over
@@ -107,6 +118,10 @@ pub fn record(
     let (Some(tap), Some(boundary)) = (attrs.str(key::TAP), attrs.str(key::BOUNDARY)) else {
         return Err(NotJoinable::Foreign);
     };
+    // A breakdown a process already concluded is not a request to join.
+    if attrs.str(key::COMPOUND_JOINED_BY).is_some() {
+        return Err(NotJoinable::Foreign);
+    }
     let boundary = Boundary::from_label(boundary).ok_or(NotJoinable::Malformed)?;
     if !bounded(tap) {
         return Err(NotJoinable::Malformed);
@@ -160,6 +175,42 @@ pub fn record(
             .str(key::VERDICT)
             .and_then(Verdict::from_label)
             .unwrap_or(Verdict::Unknown),
+        links: links_of(attrs),
+    })
+}
+
+/// The links a span carries (`key::LINKS_*`: space-separated 16-hex-digit
+/// hashes, at most `links::MAX_PER_LIST` read per list; others ignored).
+fn links_of(attrs: &impl Attributes) -> Links {
+    let list = |k: &str| {
+        let mut h = Hashes::default();
+        for x in attrs
+            .str(k)
+            .unwrap_or_default()
+            .split(' ')
+            .filter_map(parse_hex_u64)
+            .take(crate::links::MAX_PER_LIST)
+        {
+            h.push(x);
+        }
+        h
+    };
+    Links {
+        users: list(key::LINKS_USERS),
+        calls_out: list(key::LINKS_CALLS_OUT),
+        calls_in: list(key::LINKS_CALLS_IN),
+        results_in: list(key::LINKS_RESULTS_IN),
+        results_out: list(key::LINKS_RESULTS_OUT),
+    }
+}
+
+/// A list of hashes as a span carries it; `None` when empty.
+pub fn hashes_text(h: &Hashes) -> Option<String> {
+    (!h.is_empty()).then(|| {
+        h.iter()
+            .map(|x| format!("{x:016x}"))
+            .collect::<Vec<_>>()
+            .join(" ")
     })
 }
 
@@ -242,6 +293,37 @@ mod tests {
         assert!(r.events_truncated);
         assert_eq!(r.output_tokens, Some(5));
         assert_eq!(r.t0, t0);
+    }
+
+    #[test]
+    fn a_spans_links_round_trip_capped_and_a_breakdown_span_is_not_a_request() {
+        let mut users = Hashes::default();
+        for h in [1u64, 0xdead_beef_0000_0001, u64::MAX] {
+            users.push(h);
+        }
+        let text = hashes_text(&users).unwrap();
+        assert_eq!(text, "0000000000000001 deadbeef00000001 ffffffffffffffff");
+        assert_eq!(hashes_text(&Hashes::default()), None);
+        let many: Vec<String> = (0..20u64).map(|i| format!("{i:016x}")).collect();
+        let attrs = Map::default()
+            .s(key::TAP, "gw")
+            .s(key::BOUNDARY, "gateway")
+            .f(key::E2E, 0.1)
+            .s(key::LINKS_USERS, &text)
+            .s(key::LINKS_CALLS_OUT, &many.join(" "))
+            .s(key::LINKS_RESULTS_IN, "nothex zz 00000000000000ff");
+        let r = record(&attrs, [7; 16], [1; 8], Instant::now(), 2).unwrap();
+        assert_eq!(r.links.users, users);
+        assert_eq!(
+            r.links.calls_out.as_slice().len(),
+            crate::links::MAX_PER_LIST
+        );
+        assert_eq!(r.links.results_in.as_slice(), &[0xff], "the rest ignored");
+        let breakdown = attrs.s(key::COMPOUND_JOINED_BY, "links");
+        assert_eq!(
+            record(&breakdown, [7; 16], [1; 8], Instant::now(), 2).err(),
+            Some(NotJoinable::Foreign)
+        );
     }
 
     #[test]

@@ -28,14 +28,17 @@
 //! records (the oldest are evicted and counted), at most `MAX_PER_GROUP`
 //! records per group.
 
+use super::linker::{LinkResult, Linker};
 use super::resolve::resolve;
 use super::types::*;
 use index::{Key, Slot, State};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 mod index;
+mod links;
+pub use links::OpenCompound;
 
 /// Records kept per group (a request crossing more taps is unusual).
 pub const MAX_PER_GROUP: usize = 32;
@@ -62,6 +65,9 @@ pub struct CorrelationConfig {
     /// each tap has its own (the joiner): what can be attributed depends
     /// on it (see `resolve`).
     pub clocks: Clocks,
+    /// Run the compound stage (`linker`): join compound requests no trace
+    /// id joined to their calls by links and time.
+    pub compound_links: bool,
 }
 
 crate::names::label_enum! {
@@ -77,6 +83,9 @@ crate::names::label_enum! {
         Ambiguous = "ambiguous",
         /// Dropped to keep memory bounded.
         Evicted = "evicted",
+        /// A compound request no trace id joined, given calls by the
+        /// compound stage (`linker`).
+        Links = "joined_links",
     }
 }
 
@@ -84,6 +93,8 @@ crate::names::label_enum! {
 pub trait AttributionSink: Send + Sync {
     fn resolved(&self, resolution: &Resolution);
     fn counted(&self, result: Joined, n: u64);
+    /// What the compound stage concluded about `n` calls.
+    fn linked(&self, _result: LinkResult, _n: u64) {}
 }
 
 /// Holds a trace open in the correlator while its request is in flight
@@ -116,6 +127,10 @@ pub struct Correlator {
     /// `state`, so opening and closing a request never waits for a sweep.
     open: Mutex<HashMap<[u8; 16], u32>>,
     sinks: Vec<Arc<dyn AttributionSink>>,
+    /// The compound stage, when `compound_links` is on.
+    linker: Option<Mutex<Linker>>,
+    /// Starts of the compound requests in flight (`open_compound`).
+    compounds_open: Mutex<BTreeMap<Instant, u32>>,
 }
 
 /// What one hold of the lock in a sweep produced, reported after it.
@@ -136,6 +151,8 @@ impl Correlator {
             state: Mutex::new(State::default()),
             open: Mutex::new(HashMap::new()),
             sinks,
+            linker: config.compound_links.then(|| Mutex::new(Linker::default())),
+            compounds_open: Mutex::new(BTreeMap::new()),
         })
     }
 
@@ -166,6 +183,9 @@ impl Correlator {
     /// Adds a finished request's record, which arrived at `now`. O(log n)
     /// in the records held.
     pub fn submit(&self, record: TapRecord, now: Instant) {
+        let Some(record) = self.link_submit(record, now) else {
+            return;
+        };
         let evicted = match self.state.lock() {
             Ok(mut st) => {
                 let mut evicted = match record.trace {
@@ -197,11 +217,12 @@ impl Correlator {
                 Err(_) => return,
             };
             let more = batch.work >= SWEEP_BATCH;
-            self.report(batch);
+            self.report(batch, now);
             if !more {
-                return;
+                break;
             }
         }
+        self.link_sweep(now);
     }
 
     fn sweep_some(
@@ -271,7 +292,7 @@ impl Correlator {
         b
     }
 
-    fn report(&self, b: Batch) {
+    fn report(&self, b: Batch, now: Instant) {
         let (mut unjoined, mut ambiguous, mut evicted) = (0u64, 0u64, 0u64);
         for (record, why) in b.alone {
             match why {
@@ -287,11 +308,14 @@ impl Correlator {
         self.count(Joined::Ambiguous, ambiguous);
         self.count(Joined::Evicted, evicted);
         for g in b.done {
-            self.finish(g);
+            self.finish(g, now);
         }
     }
 
-    fn finish(&self, g: index::Group) {
+    fn finish(&self, g: index::Group, now: Instant) {
+        let Some(g) = self.link_finish(g, now) else {
+            return;
+        };
         if g.records.len() < 2 {
             self.count(Joined::Unjoined, g.records.len() as u64);
             // A lone guardrail call still counts as a call (phase unknown).
@@ -310,7 +334,7 @@ impl Correlator {
         self.emit(&g.records, &g.kinds);
     }
 
-    fn emit(&self, records: &[TapRecord], kinds: &[JoinKind]) {
+    pub(super) fn emit(&self, records: &[TapRecord], kinds: &[JoinKind]) {
         let how = |a: usize, b: usize| {
             if kinds.get(a) == Some(&JoinKind::Trace) && kinds.get(b) == Some(&JoinKind::Trace) {
                 JoinKind::Trace
@@ -355,5 +379,7 @@ impl From<Slot> for Match {
     }
 }
 
+#[cfg(test)]
+mod links_tests;
 #[cfg(test)]
 mod tests;

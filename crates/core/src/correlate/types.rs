@@ -1,6 +1,7 @@
 //! What the correlator keeps of each request at each tap, and what it
 //! concludes about a pair of taps or a guardrail hop.
 
+use crate::links::Links;
 use crate::record::{Outcome, Verdict};
 use crate::tap::Boundary;
 use crate::trace::TraceParent;
@@ -32,6 +33,9 @@ pub struct TapRecord {
     pub input_tokens: Option<u64>,
     pub outcome: Outcome,
     pub verdict: Verdict,
+    /// What links it to the other steps of an agent loop (hashes only):
+    /// how the compound stage (`linker`) joins records no trace id joined.
+    pub links: Links,
 }
 
 impl TapRecord {

@@ -14,6 +14,7 @@
 //! without holding the body back) or deciding labels (`labels`).
 
 use super::fingerprint::{fingerprint_value, prefix_hashes, PrefixHashes, PREFIX_CHARS};
+use crate::links::Links;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -42,6 +43,10 @@ pub struct RequestInfo {
     pub prefixes: PrefixHashes,
     /// Prompt tokens by the tap's tokenizer, when it has one.
     pub prompt_tokens_estimate: Option<u64>,
+    /// What links this request to the other steps of an agent loop
+    /// (`crate::links`), when asked for; the answer's tool calls are added
+    /// by the meter.
+    pub links: Links,
 }
 
 /// Which hashes of the prompt to compute (each costs a full parse of it).
@@ -53,6 +58,11 @@ pub struct Hashes {
     pub prefixes: bool,
     /// Count the prompt's tokens with this tokenizer.
     pub estimate: Option<super::tokens::Estimator>,
+    /// The links of an LLM request's conversation (`Links::of_conversation`).
+    pub links: bool,
+    /// The links of a compound system's own request
+    /// (`Links::of_app_request`: its user text, whatever the body's shape).
+    pub app_links: bool,
 }
 
 /// The body is not a JSON object tokentap can read.
@@ -139,7 +149,11 @@ pub fn parse_request_with(body: &[u8], hashes: Hashes) -> Result<RequestInfo, No
     let prefixes_possible =
         |raw: &RawValue| PREFIX_CHARS.first().is_some_and(|n| raw.get().len() >= *n);
     let parsed = match prompt {
-        Some(raw) if hashes.fingerprint || (hashes.prefixes && prefixes_possible(raw)) => {
+        Some(raw)
+            if hashes.fingerprint
+                || hashes.links
+                || (hashes.prefixes && prefixes_possible(raw)) =>
+        {
             serde_json::from_str::<serde_json::Value>(raw.get()).ok()
         }
         _ => None,
@@ -163,7 +177,19 @@ pub fn parse_request_with(body: &[u8], hashes: Hashes) -> Result<RequestInfo, No
         .as_ref()
         .filter(|_| hashes.prefixes)
         .map_or([None; 3], prefix_hashes);
+    let links = if hashes.app_links {
+        serde_json::from_slice::<serde_json::Value>(body)
+            .map(|b| Links::of_app_request(&b))
+            .unwrap_or_default()
+    } else {
+        parsed
+            .as_ref()
+            .filter(|_| hashes.links)
+            .map(Links::of_conversation)
+            .unwrap_or_default()
+    };
     Ok(RequestInfo {
+        links,
         fingerprint,
         prefixes,
         model: v.model.map(|m| truncate(&m, MAX_MODEL_BYTES).to_owned()),

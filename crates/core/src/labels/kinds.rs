@@ -93,4 +93,5 @@ kinds! {
     CallOperation: crate::calls::RetrievalOp = enum, " (retrieval and plain tool calls)";
     Window: crate::correlate::compound::Window = enum, " (compound breakdown)";
     Part: crate::correlate::compound::Part = enum, " (compound breakdown; calls per request: all but `residual`)";
+    LinkResult: crate::correlate::linker::LinkResult = enum, " (the compound stage's calls)";
 }

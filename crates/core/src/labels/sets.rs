@@ -286,6 +286,11 @@ label_set! {
 }
 
 label_set! {
+    /// What the compound stage did with calls.
+    pub struct CompoundLinks { result: LinkResult }
+}
+
+label_set! {
     /// A compound request's tokens, by side.
     pub struct CompoundTokens { tap: Tap, token_type: TokenType }
 }

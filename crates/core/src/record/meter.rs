@@ -185,6 +185,19 @@ impl Meter {
         self
     }
 
+    /// Also hash what links the request and its answer to the other steps
+    /// of an agent loop (`crate::links`): `Some(false)` an LLM call's
+    /// conversation and tool calls, `Some(true)` a compound system's own
+    /// request (its user text).
+    pub fn with_links(mut self, app: Option<bool>) -> Self {
+        self.req.hashes.links = app == Some(false);
+        self.req.hashes.app_links = app == Some(true);
+        if app == Some(false) {
+            self.stream.tools = Some(Box::default());
+        }
+        self
+    }
+
     /// Also fingerprint the prompt's prefixes (prefix-cache analysis).
     pub fn with_prefixes(mut self, on: bool) -> Self {
         self.req.hashes.prefixes = on;
@@ -286,7 +299,7 @@ impl Meter {
     /// `set_request`.
     #[must_use = "a large body comes back to be parsed off the forwarding thread"]
     pub fn request_body(&mut self, piece: &[u8], end: bool) -> Option<Vec<u8>> {
-        if !self.may_be_llm() {
+        if !(self.may_be_llm() || self.req.hashes.app_links) {
             return None;
         }
         self.req.body.push(piece);
@@ -309,6 +322,8 @@ impl Meter {
 
     fn inline_parse_bytes(&self) -> usize {
         if self.req.hashes.fingerprint
+            || self.req.hashes.links
+            || self.req.hashes.app_links
             || self.req.hashes.prefixes
             || self.req.hashes.estimate.is_some()
         {
@@ -436,7 +451,9 @@ impl Meter {
                         self.dialect_from_body(body);
                     }
                     if self.route.operation.is_llm() {
-                        match self.route.dialect.dialect().classify_json(body) {
+                        let dialect = self.route.dialect.dialect();
+                        self.stream.tool_calls_of_body(dialect, body);
+                        match dialect.classify_json(body) {
                             Ok(s) => self.stream.absorb_body(&s),
                             Err(_) => self.stream.fail(MeasureError::InvalidJsonBody),
                         }
@@ -465,5 +482,7 @@ use stream::{EventCtx, StreamState};
 
 #[cfg(test)]
 mod dialect_tests;
+#[cfg(test)]
+mod links_tests;
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,7 @@
 use super::*;
 use crate::labels::*;
 
-const SETTLED: &str = "each request at a `compound` tap whose group (one trace) settled in this process (`correlation.settle_seconds`); not at `tokentap join`, where the taps' clocks order nothing";
+const SETTLED: &str = "each request at a `compound` tap with at least one call joined to it — by its trace, or, where no trace id joins them, by the compound stage's links — once its group settled (`correlation.settle_seconds`), in this process (one clock) or at `tokentap join` (the spans' wall-clock starts: as exact as the machines' clocks agree)";
 
 metrics! {
     pub const COMPOUND_PART: Metric<CompoundPart, Histogram> = Metric::new(Spec {
@@ -55,5 +55,17 @@ metrics! {
         end: "—",
         observed: "each settled compound request, per side, when at least one of its LLM calls counted that side's tokens",
         tests: &[Test::Compound, Test::OutputThroughput],
+    });
+
+    pub const COMPOUND_LINKS: Metric<CompoundLinks, Counter> = Metric::new(Spec {
+        name: "tokentap_compound_links_total",
+        otel_name: "tokentap.compound.links",
+        unit: Unit::Calls,
+        help: "Calls the compound stage examined for a compound request no trace id joined: `assigned` (in the closure of exactly one compound request in flight around it: the one whose user text its LLM request carries, whose LLM call asked for it, whose tool returned what it carries — or, for a call with no link at all, the only one whose interval holds it), `ambiguous` (in several: never assigned), `evicted` (dropped to keep memory bounded).",
+        buckets: &[],
+        start: "—",
+        end: "—",
+        observed: "each call inside the interval of a compound request examined by the compound stage (`correlation`, where a compound tap is), once",
+        tests: &[Test::Compound],
     });
 }

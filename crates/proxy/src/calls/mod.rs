@@ -39,6 +39,12 @@ pub struct CallTap {
 }
 
 impl CallTap {
+    /// Whether anything joins this tap's calls to their requests (the
+    /// process's correlator, or the spans a joiner reads).
+    pub fn joins(&self) -> bool {
+        self.correlator.is_some() || self.spans.is_some()
+    }
+
     /// The call state of a tap of `labels.boundary`, if it reads calls.
     pub fn for_tap(
         labels: &TapLabels,

@@ -124,5 +124,6 @@ pub fn tap_record(tap: &TapLabels, c: &Call) -> TapRecord {
         input_tokens: None,
         outcome,
         verdict: Verdict::Unknown,
+        links: c.links.clone(),
     }
 }

@@ -20,7 +20,10 @@ pub struct Exchange {
 
 impl Exchange {
     pub fn new(tap: Arc<CallTap>, now: Instant, wall: SystemTime) -> Self {
-        let meter = CallMeter::new(tap.protocol, CallLimits::default(), now, wall);
+        // Links join a call to its compound request where no trace id
+        // does: hashed when something joins (a correlator, or spans).
+        let meter =
+            CallMeter::new(tap.protocol, CallLimits::default(), now, wall).with_links(tap.joins());
         Exchange { tap, meter }
     }
 }

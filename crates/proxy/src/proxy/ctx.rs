@@ -56,6 +56,9 @@ pub struct RequestCtx {
     /// Keeps this request's trace open in the correlator while it runs
     /// (dropped after `logging` submitted the record).
     open_trace: Option<tokentap_core::correlate::OpenTrace>,
+    /// A compound tap's request, in flight: the compound stage examines no
+    /// request that ended after it started until it is dropped.
+    _open_compound: Option<tokentap_core::correlate::OpenCompound>,
     /// A tool or retrieval tap's calls in this exchange (`calls`).
     pub(super) calls: Option<super::call_hooks::Exchange>,
     _in_flight: InFlight,
@@ -96,11 +99,20 @@ impl RequestCtx {
         sink.keep_offsets(tap.event_cap());
         let meter = Meter::new(now, wall, settings.config.limits)
             .with_fingerprint(tap.fingerprint)
+            .with_links(
+                tap.fingerprint
+                    .then(|| settings.config.boundary == Boundary::Compound),
+            )
             .with_prefixes(tap.analysis.on())
             .with_verdict(settings.config.boundary == Boundary::Guardrail)
             .with_dialect(settings.config.dialect)
             .with_estimator(settings.config.estimator);
         let measure = settings.config.measure;
+        let open_compound = tap
+            .correlator
+            .as_ref()
+            .filter(|_| settings.config.boundary == Boundary::Compound)
+            .and_then(|c| c.open_compound(now));
         let calls = tap
             .calls
             .as_ref()
@@ -124,6 +136,7 @@ impl RequestCtx {
             arrivals: Arrivals::new(now),
             level,
             open_trace: None,
+            _open_compound: open_compound,
             _in_flight: InFlight(tap.in_flight.clone(), live),
         }
     }

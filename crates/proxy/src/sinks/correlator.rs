@@ -44,6 +44,7 @@ impl RecordSink for CorrelatorSink {
                 input_tokens: r.input_tokens,
                 outcome: r.outcome,
                 verdict: r.verdict.unwrap_or(Verdict::Unknown),
+                links: r.request.links.clone(),
             },
             std::time::Instant::now(),
         );

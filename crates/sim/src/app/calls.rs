@@ -271,8 +271,12 @@ pub async fn mcp_call(
     arguments: &str,
     cx: &Context,
 ) -> io::Result<(String, Took)> {
+    // Ids are unique within the session the app's requests share: a
+    // server matches each answer to its request by id.
+    static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let args: Value = serde_json::from_str(arguments).unwrap_or_else(|_| json!({}));
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {"name": name, "arguments": args}})
     .to_string();
     let mut h = cx.headers(&[MCP_ACCEPT, ("mcp-protocol-version", MCP_VERSION)]);
@@ -281,7 +285,7 @@ pub async fn mcp_call(
     }
     let (r, took) = timed(addr, path, &h, body.as_bytes(), |_| Flow::Continue).await?;
     let r = ok(r, "mcp tools/call")?;
-    let v = rpc_result(&r, 1)?;
+    let v = rpc_result(&r, id)?;
     let text = v
         .pointer("/result/content")
         .and_then(Value::as_array)

@@ -80,6 +80,8 @@ pub fn correlation(
         max_events: c.max_events,
         buffered_share: c.buffered_share,
         clocks: Clocks::Shared,
+        // On where a compound tap is (the proxy), or always (the joiner).
+        compound_links: true,
     };
     Ok(c.enabled.unwrap_or(taps >= 2).then_some(cfg))
 }

@@ -11,11 +11,12 @@ use crate::Registry as Metrics;
 use std::collections::HashSet;
 use std::sync::{Arc, RwLock};
 use tokentap_core::correlate::compound::{Breakdown, Part, Window};
+use tokentap_core::correlate::linker::LinkResult;
 use tokentap_core::correlate::{AttributionSink, Joined, Resolution};
 use tokentap_core::labels::{
-    CompoundCalls, CompoundPart, CompoundTap, CompoundTokens, Correlation, GuardExposed, GuardHop,
-    GuardVerdict, LabelName, ModelLabels, Overflow, Overhead, OverheadPhase, Pair, TokenType,
-    OTHER,
+    CompoundCalls, CompoundLinks, CompoundPart, CompoundTap, CompoundTokens, Correlation,
+    GuardExposed, GuardHop, GuardVerdict, LabelName, ModelLabels, Overflow, Overhead,
+    OverheadPhase, Pair, TokenType, OTHER,
 };
 use tokentap_core::table;
 
@@ -199,6 +200,11 @@ impl AttributionSink for CorrelationMetrics {
         self.metrics
             .add(&table::CORRELATION, &Correlation { result }, n);
     }
+
+    fn linked(&self, result: LinkResult, n: u64) {
+        self.metrics
+            .add(&table::COMPOUND_LINKS, &CompoundLinks { result }, n);
+    }
 }
 
 impl CorrelationMetrics {
@@ -325,6 +331,8 @@ mod tests {
                     iterations: Vec::new(),
                     output_tokens: None,
                     input_tokens: None,
+                    members: Vec::new(),
+                    by_links: false,
                 }],
             };
             c.resolved(&r);

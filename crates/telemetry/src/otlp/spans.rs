@@ -234,6 +234,7 @@ impl SpanPipeline {
                 Value::Array(Array::I64(us)),
             ));
         }
+        link_attributes(&r.request.links, &mut attrs);
         let failed = matches!(
             r.outcome,
             Outcome::UpstreamError | Outcome::UpstreamTruncated | Outcome::HttpError
@@ -294,6 +295,22 @@ impl SpanPipeline {
             d.recv_timeout(deadline.saturating_duration_since(Instant::now()))
                 .is_ok()
         })
+    }
+}
+
+/// The link hashes a record carries, as span attributes (for the joiner's
+/// compound stage; hashes only, never the text).
+pub(crate) fn link_attributes(l: &tokentap_core::links::Links, attrs: &mut Vec<KeyValue>) {
+    for (k, h) in [
+        (key::LINKS_USERS, &l.users),
+        (key::LINKS_CALLS_OUT, &l.calls_out),
+        (key::LINKS_CALLS_IN, &l.calls_in),
+        (key::LINKS_RESULTS_IN, &l.results_in),
+        (key::LINKS_RESULTS_OUT, &l.results_out),
+    ] {
+        if let Some(text) = span_keys::hashes_text(h) {
+            attrs.push(KeyValue::new(k, text));
+        }
     }
 }
 

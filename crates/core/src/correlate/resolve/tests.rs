@@ -33,6 +33,7 @@ fn rec(
         input_tokens: None,
         outcome: Outcome::Ok,
         verdict: Verdict::Pass,
+        links: Default::default(),
     }
 }
 

@@ -49,6 +49,7 @@ const CFG: CorrelationConfig = CorrelationConfig {
     max_events: 64,
     buffered_share: 0.9,
     clocks: Clocks::Shared,
+    compound_links: false,
 };
 
 fn ms(n: u64) -> Duration {
@@ -81,6 +82,7 @@ fn rec(
         input_tokens: None,
         outcome: Outcome::Ok,
         verdict: Verdict::Unknown,
+        links: Default::default(),
     }
 }
 

@@ -20,7 +20,13 @@ impl Meter {
         // What a request body said counts only for an LLM call (it was read
         // in case the response named a dialect).
         if !self.route.operation.is_llm() {
-            self.req.info = crate::decode::request::RequestInfo::default();
+            // A compound system's request is no LLM call, but its links
+            // (its user text) are what joins its calls.
+            let links = std::mem::take(&mut self.req.info.links);
+            self.req.info = crate::decode::request::RequestInfo {
+                links,
+                ..Default::default()
+            };
             self.route.path_model = None;
         }
         if self.req.info.model.is_none() {
@@ -110,6 +116,9 @@ impl Meter {
             (None, Some(n)) => (Some(n), Some(TokenSource::Estimate)),
             (None, None) => (None, None),
         };
+        if let Some(tools) = &self.stream.tools {
+            self.req.info.links.calls_out = tools.finish();
+        }
         RequestRecord {
             started_at: self.started_at,
             t0: self.t0,

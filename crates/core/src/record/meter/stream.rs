@@ -13,6 +13,7 @@ use crate::decode::shape::{Shape, Wanted};
 use crate::decode::sse::SseItem;
 use crate::decode::tokens::Estimator;
 use crate::decode::Operation;
+use crate::links::{AnswerDialect, ToolCallCollector};
 use crate::record::types::{GapStats, MeasureError};
 use std::time::Instant;
 
@@ -32,6 +33,8 @@ pub(super) struct StreamState {
     pub(super) detected: Option<(Dialect, Operation)>,
     /// The last token event, so that the next ones need not be parsed.
     pub(super) shape: Shape,
+    /// The answer's tool calls, collected for their links (`with_links`).
+    pub(super) tools: Option<Box<ToolCallCollector>>,
 }
 
 /// When things happened (TTFT, ITL).
@@ -100,6 +103,7 @@ impl StreamState {
             engine_timing: None,
             detected: None,
             shape: Shape::default(),
+            tools: None,
         }
     }
 }
@@ -158,6 +162,15 @@ impl StreamState {
             }
         };
         self.absorb_common(&s);
+        if let (Some(tools), Some(d)) = (self.tools.as_mut(), answer_dialect(dialect)) {
+            // Only events that carry or open a tool call are parsed again.
+            if s.output.tool_call
+                || event == b"content_block_start"
+                || event == b"response.output_item.done"
+            {
+                tools.feed_event(d, event, data);
+            }
+        }
         match s.kind {
             EventKind::Done => {
                 self.end.done_at.get_or_insert(at);
@@ -192,6 +205,13 @@ impl StreamState {
             if let Some(m) = s.model.and_then(event::raw_str) {
                 self.response_model = Some(request::truncate(&m, MAX_MODEL_BYTES).to_owned());
             }
+        }
+    }
+
+    /// The tool calls of a whole JSON answer (`with_links`).
+    pub(super) fn tool_calls_of_body(&mut self, dialect: Dialect, body: &[u8]) {
+        if let (Some(tools), Some(d)) = (self.tools.as_mut(), answer_dialect(dialect)) {
+            tools.feed_body(d, body);
         }
     }
 
@@ -283,5 +303,15 @@ pub(super) struct EventCtx<'a> {
 fn merge(dst: &mut Option<u64>, src: Option<u64>) {
     if src.is_some() {
         *dst = src;
+    }
+}
+
+/// The wire of an answer whose tool calls `ToolCallCollector` reads.
+fn answer_dialect(d: Dialect) -> Option<AnswerDialect> {
+    match d {
+        Dialect::OpenAi => Some(AnswerDialect::Chat),
+        Dialect::Responses => Some(AnswerDialect::Responses),
+        Dialect::Anthropic => Some(AnswerDialect::Anthropic),
+        _ => None,
     }
 }

@@ -57,6 +57,7 @@ impl SpanPipeline {
         if let Some(id) = &c.request_id {
             attrs.push(KeyValue::new(key::REQUEST_ID, id.clone()));
         }
+        super::link_attributes(&c.links, &mut attrs);
         let (name, failed) = match &c.kind {
             CallKind::Mcp(m) => {
                 attrs.push(KeyValue::new(key::CALL_KIND, "mcp"));

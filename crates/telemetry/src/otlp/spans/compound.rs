@@ -2,7 +2,8 @@
 //! went (`tokentap_core::correlate::compound`), as attributes
 //! `tokentap.compound.{e2e,ttft}.{llm,tool,retrieval,guardrail,residual}`
 //! (seconds), the calls per kind, the loop iterations and the input and
-//! output tokens. Named `compound {tap}`, kind internal, in the request's trace:
+//! output tokens, and how its calls were joined (`tokentap.compound.joined_by`:
+//! `trace`, or `links` by the compound stage). Named `compound {tap}`, kind internal, in the request's trace:
 //! a child of its parent id (the compound tap's own span when that tap
 //! created the trace). A request without a trace gets none: its span could
 //! not be found beside it.
@@ -33,6 +34,10 @@ impl SpanPipeline {
         let mut attrs = vec![
             KeyValue::new(key::TAP, b.tap.to_string()),
             KeyValue::new(key::BOUNDARY, "compound"),
+            KeyValue::new(
+                key::COMPOUND_JOINED_BY,
+                if b.by_links { "links" } else { "trace" },
+            ),
         ];
         if let Some(id) = &b.request_id {
             attrs.push(KeyValue::new(key::REQUEST_ID, id.to_string()));
