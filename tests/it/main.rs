@@ -16,6 +16,7 @@ mod captures;
 mod clock;
 mod collector;
 mod compound;
+mod compound_fleet;
 mod compound_links;
 mod config_cli;
 mod dashboards;

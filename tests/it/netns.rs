@@ -106,6 +106,52 @@ impl Netns {
             .expect("ip netns exec")
     }
 
+    /// Runs `program args` inside host `i`'s namespace, its output to
+    /// `log` (read it when something fails).
+    pub fn spawn_logged(
+        &self,
+        i: usize,
+        program: &str,
+        args: &[&str],
+        log: &std::path::Path,
+    ) -> Child {
+        let mut all = vec!["netns", "exec", self.hosts[i].as_str(), program];
+        all.extend_from_slice(args);
+        let out = std::fs::File::create(log).expect("a log file");
+        Command::new("ip")
+            .args(&all)
+            .stdout(out.try_clone().expect("a log file"))
+            .stderr(out)
+            .spawn()
+            .expect("ip netns exec")
+    }
+
+    /// Waits until something listens on `port` of host `i`'s own loopback
+    /// (a service its sidecar tap fronts), up to `secs`.
+    pub fn wait_local_port(&self, i: usize, port: u16, secs: u32) {
+        let script = format!(
+            "for n in $(seq {}); do (echo > /dev/tcp/127.0.0.1/{port}) 2>/dev/null && exit 0; sleep 0.1; done; exit 1",
+            secs * 10
+        );
+        let ok = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                self.hosts[i].as_str(),
+                "bash",
+                "-c",
+                &script,
+            ])
+            .status()
+            .expect("ip netns exec bash")
+            .success();
+        assert!(
+            ok,
+            "nothing listened on 127.0.0.1:{port} of {}",
+            self.hosts[i]
+        );
+    }
+
     fn teardown(&self) {
         let quiet = |args: &[&str]| {
             let _ = Command::new("ip").args(args).output();

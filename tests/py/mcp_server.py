@@ -1,7 +1,11 @@
 """A real MCP server from the official SDK (`mcp` 2.x MCPServer, or 1.x
 FastMCP), for the tool-tap tests.
 
-usage: mcp_server.py {streamable-http|sse} PORT [--stateless] [--json]
+usage: mcp_server.py {streamable-http|sse} PORT [--stateless] [--json] [--allow-host HOST:PORT]
+
+`--allow-host`: also accept requests whose `Host` is HOST:PORT (a sidecar tap
+on another address forwards the client's `Host` unchanged; the SDK's DNS
+rebinding protection accepts only localhost by default).
 
 Tools: `lookup(city)` answers after 50 ms, `fail()` raises (a tool error,
 `isError: true`), `slow()` reports progress twice, 20 ms apart.
@@ -11,6 +15,15 @@ import sys
 
 transport, port = sys.argv[1], int(sys.argv[2])
 stateless, json_response = "--stateless" in sys.argv, "--json" in sys.argv
+extra_host = sys.argv[sys.argv.index("--allow-host") + 1] if "--allow-host" in sys.argv else None
+
+
+def security():
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", extra_host]
+    return TransportSecuritySettings(allowed_hosts=hosts)
+
 try:
     from mcp.server.mcpserver import Context, MCPServer
 
@@ -23,6 +36,8 @@ except ImportError:  # mcp 1.x
     kw = dict(host="127.0.0.1", port=port)
     if transport == "streamable-http":
         kw.update(stateless_http=stateless, json_response=json_response)
+    if extra_host:
+        kw.update(transport_security=security())
     mcp = FastMCP("tokentap-test", **kw)
 
 
@@ -52,6 +67,8 @@ if V2:
     kw = dict(host="127.0.0.1", port=port)
     if transport == "streamable-http":
         kw.update(stateless_http=stateless, json_response=json_response)
+    if extra_host:
+        kw.update(transport_security=security())
     mcp.run(transport=transport, **kw)
 else:
     mcp.run(transport=transport)
