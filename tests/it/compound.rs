@@ -62,19 +62,27 @@ pub(crate) struct Stack {
 }
 
 /// `strip_traceparent`: the app passes no trace on; `tap_extra` is added
-/// to every tap's config (`"    trace: propagate\n"`: no tap creates one).
+/// to every tap's config (`"    trace: propagate\n"`: no tap creates one),
+/// `{name}` in it replaced by the tap's name.
 pub(crate) fn stack(strip_traceparent: bool, tap_extra: &str) -> Stack {
     let dir = scratch("compound");
     let (chroma, chroma_addr) = chroma(dir.path());
     let (mcp, mcp_addr) = mcp_server("streamable-http", &["--json"]);
     let (engine, gateway, eng) = llm_chain(strip_traceparent);
     let [compound, gw, tool, vectors, app_addr] = [(); 5].map(|_| free_addr());
+    let extra = |name: &str| tap_extra.replace("{name}", name);
     let taps = [
-        tap_yaml("app", "compound", compound, app_addr, tap_extra),
-        tap_yaml("gw", "gateway", gw, gateway.addr, tap_extra),
-        tap_yaml("engine", "engine", eng, engine.addr, tap_extra),
-        tap_yaml("mcp", "tool", tool, mcp_addr, tap_extra),
-        tap_yaml("vectors", "retrieval", vectors, chroma_addr, tap_extra),
+        tap_yaml("app", "compound", compound, app_addr, &extra("app")),
+        tap_yaml("gw", "gateway", gw, gateway.addr, &extra("gw")),
+        tap_yaml("engine", "engine", eng, engine.addr, &extra("engine")),
+        tap_yaml("mcp", "tool", tool, mcp_addr, &extra("mcp")),
+        tap_yaml(
+            "vectors",
+            "retrieval",
+            vectors,
+            chroma_addr,
+            &extra("vectors"),
+        ),
     ]
     .concat();
     let collector = crate::collector::Collector::start(crate::collector::Mode::Ok);
@@ -137,7 +145,14 @@ pub(crate) fn breakdown(taps: &Multi, id: &str) -> Breakdown {
 #[test]
 fn an_agent_requests_time_is_split_into_its_calls_each_kind_within_1ms_of_the_apps_log() {
     let _g = serial_blocking();
-    let s = stack(false, "");
+    let logs = scratch("compound-logs");
+    let s = stack(
+        false,
+        &format!(
+            "    record_log:\n      path: {}/{{name}}.jsonl\n",
+            logs.path().display()
+        ),
+    );
     let n = 12;
     let mut errors: Vec<[f64; 4]> = Vec::new();
     for i in 0..n {
@@ -260,6 +275,68 @@ fn an_agent_requests_time_is_split_into_its_calls_each_kind_within_1ms_of_the_ap
     assert!(count >= (n * 10) as f64, "{count} part observations");
     assert!(sum > 0.0);
     assert!(scrape.contains("tokentap_compound_calls_count{part=\"tool\",tap=\"app\"}"));
+    report_of_the_logs(logs.path(), n);
+}
+
+/// `tokentap report` over the taps' record logs: the compound tap's
+/// requests broken down, stacked, with their calls per request, in the
+/// JSON, the Markdown and the HTML chart.
+fn report_of_the_logs(dir: &std::path::Path, n: usize) {
+    let app_log = dir.join("app.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&app_log).map_or(0, |t| t.lines().count()) < n {
+        assert!(
+            Instant::now() < deadline,
+            "the record logs were not written"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let logs: Vec<std::path::PathBuf> = ["app", "gw", "engine", "mcp", "vectors"]
+        .iter()
+        .map(|t| dir.join(format!("{t}.jsonl")))
+        .collect();
+    let out = dir.join("report");
+    let status = Command::new(env!("CARGO_BIN_EXE_tokentap"))
+        .arg("report")
+        .args(&logs)
+        .arg("-o")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let app = report["taps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["analysis"]["tap"] == "app")
+        .expect("the compound tap's section");
+    let c = &app["analysis"]["compound"];
+    assert_eq!(c["status"], "measured", "{c}");
+    assert_eq!(c["requests"], n, "{c}");
+    assert_eq!(c["calls_per_request"]["llm"]["2"], n);
+    assert_eq!(c["calls_per_request"]["tool"]["1"], n);
+    for row in c["e2e"]["rows"].as_array().unwrap() {
+        let parts: f64 = row["parts_ms"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_f64().unwrap())
+            .sum();
+        assert!(
+            (parts - row["total_ms"].as_f64().unwrap()).abs() < 1e-6,
+            "{row}"
+        );
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let at = md
+        .find("### Compound system: where the time went")
+        .expect("the compound section");
+    println!("{}", &md[at..]);
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("id=\"chart-app-compound\""));
 }
 
 /// The same question through an agent built on the OpenAI Agents SDK

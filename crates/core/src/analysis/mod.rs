@@ -23,6 +23,7 @@
 //! | 10 guardrail overhead | `guardrail` |
 
 pub mod cache;
+pub mod compound;
 pub mod context;
 pub mod engines;
 pub mod fairness;
@@ -149,6 +150,9 @@ pub struct Analysis {
     pub memory_pressure: Test<pressure::PressureReport>,
     pub long_context: Test<context::ContextReport>,
     pub guardrail: Test<guardrail::GuardrailReport>,
+    /// A compound tap's requests broken down into their calls (beside the
+    /// ten tests: where the time of the third boundary went).
+    pub compound: Test<compound::CompoundReport>,
 }
 
 /// The span an analysis covers (ms since epoch).
@@ -347,6 +351,19 @@ pub fn analyze(
         ))
     };
 
+    let compound = if boundary == "compound" {
+        let c = compound::analyze(tap, samples, all_taps, base);
+        if c.requests > 0 {
+            Test::Measured(c)
+        } else {
+            Test::not("no request of this tap was joined to a call by its trace (the app passes no `traceparent` on: see the live breakdown, joined by links)")
+        }
+    } else {
+        Test::not(format!(
+            "broken down at a compound tap, not at a {boundary} tap"
+        ))
+    };
+
     Analysis {
         tap: tap.to_owned(),
         boundary: boundary.to_owned(),
@@ -374,6 +391,7 @@ pub fn analyze(
         memory_pressure,
         long_context,
         guardrail,
+        compound,
     }
 }
 

@@ -15,9 +15,11 @@ const W: u32 = 640;
 const H: u32 = 360;
 const MAX_LINE_POINTS: usize = 2_000;
 
-type Res = Result<(), Box<dyn std::error::Error>>;
+pub(super) type Res = Result<(), Box<dyn std::error::Error>>;
 
-fn svg(draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Res) -> String {
+pub(super) fn svg(
+    draw: impl FnOnce(&DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Res,
+) -> String {
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, (W, H)).into_drawing_area();
@@ -58,7 +60,7 @@ fn range(lo: f64, hi: f64) -> Range<f64> {
 /// An axis that holds every (finite) value: from the lowest (or 0) to the
 /// highest, with 5 % headroom. Every chart's axes come from here, so no
 /// point falls outside them.
-fn axis(values: impl IntoIterator<Item = f64>) -> Range<f64> {
+pub(super) fn axis(values: impl IntoIterator<Item = f64>) -> Range<f64> {
     let (lo, hi) = values
         .into_iter()
         .filter(|v| v.is_finite())
@@ -67,7 +69,7 @@ fn axis(values: impl IntoIterator<Item = f64>) -> Range<f64> {
 }
 
 /// The chart area every chart shares: title, margins, label areas.
-fn frame<'a, 'b>(
+pub(super) fn frame<'a, 'b>(
     root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
     title: &str,
 ) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
@@ -80,7 +82,7 @@ fn frame<'a, 'b>(
 }
 
 /// The legend box every chart with several series draws.
-fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+pub(super) fn legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
     chart: &mut ChartContext<'a, DB, CT>,
     at: SeriesLabelPosition,
 ) -> Res

@@ -2,7 +2,7 @@
 //! by pulldown-cmark, and per tap its charts inline as SVG (TTFT and ITL
 //! CDFs, the throughput–latency curve with its knee, TTFT against input
 //! length with the fit, TTFT per tenant, TTFT with and without cache hits,
-//! stalls over time). No script, no external resource.
+//! stalls over time, a compound tap's stacked breakdown). No script, no external resource.
 
 use super::charts;
 use super::markdown;
@@ -11,7 +11,7 @@ use tokentap_core::analysis::span_report::{Report, TapReport};
 use tokentap_core::analysis::{cache, Sample, Test};
 
 /// The charts each tap section carries, by element id suffix.
-pub const CHARTS: [&str; 7] = [
+pub const CHARTS: [&str; 8] = [
     "ttft-cdf",
     "itl-cdf",
     "tradeoff",
@@ -19,6 +19,7 @@ pub const CHARTS: [&str; 7] = [
     "fairness",
     "cache-ttft",
     "stalls",
+    "compound",
 ];
 
 fn md_to_html(md: &str) -> String {
@@ -116,6 +117,13 @@ fn tap_charts(t: &TapReport, samples: &[&Sample]) -> Vec<(&'static str, String)>
             ),
         ),
         ("stalls", charts::stalls(&stall_events, a.start_unix_ms)),
+        (
+            "compound",
+            match a.compound.measured() {
+                Some(c) => super::compound_chart::stacked(c),
+                None => charts::empty(&why(&a.compound)),
+            },
+        ),
     ]
 }
 

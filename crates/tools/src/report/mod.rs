@@ -4,6 +4,7 @@
 //! `tokentap_core::analysis` — the same code `/report` runs live.
 
 pub mod charts;
+pub mod compound_chart;
 pub mod html;
 pub mod markdown;
 

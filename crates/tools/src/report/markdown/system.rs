@@ -257,4 +257,51 @@ pub(super) fn tests(out: &mut String, a: &Analysis) {
             );
         }
     });
+    test(
+        out,
+        "Compound system: where the time went",
+        &a.compound,
+        compound,
+    );
+}
+
+/// The stacked breakdown of a compound tap's TTFT and E2E and its calls per
+/// request.
+fn compound(o: &mut String, v: &tokentap_core::analysis::compound::CompoundReport) {
+    let _ = writeln!(
+        o,
+        "- Requests broken down: {} · not joined to any call by trace: {}",
+        v.requests, v.not_broken_down
+    );
+    for (title, stack) in [("E2E", &v.e2e), ("TTFT", &v.ttft)] {
+        let _ = writeln!(
+            o,
+            "\n{title}, stacked ({} requests; `p50`/`p90`/`p99`: the request at that rank, its parts adding up to it; `mean`: every part's mean):\n\n| at | {title} | llm | tool | retrieval | guardrail | residual |\n|---|---|---|---|---|---|---|",
+            stack.n
+        );
+        for r in &stack.rows {
+            let part = |k: &str| num(r.parts_ms.get(k).copied().unwrap_or_default());
+            let _ = writeln!(
+                o,
+                "| {} | {} ms | {} | {} | {} | {} | {} |",
+                r.at,
+                num(r.total_ms),
+                part("llm"),
+                part("tool"),
+                part("retrieval"),
+                part("guardrail"),
+                part("residual")
+            );
+        }
+    }
+    let _ = writeln!(o, "\nCalls per request (calls: requests):\n");
+    for (kind, dist) in &v.calls_per_request {
+        let list: Vec<String> = dist.iter().map(|(n, r)| format!("{n}: {r}")).collect();
+        let _ = writeln!(o, "- {kind}: {}", list.join(" · "));
+    }
+    let _ = writeln!(
+        o,
+        "- Loop iteration (one LLM call's start to the next): {}\n",
+        summary(&v.iteration_ms, " ms")
+    );
 }
