@@ -3,6 +3,7 @@
 # every dashboard panel has data within a minute or two (dashboards/README.md).
 #   TARGET          the outermost tap: edge -> gw -> gateway -> engine (default http://tokentap:8080)
 #   GUARDED_TARGET  the tap in front of the output-guardrail gateway (default http://tokentap:8084)
+#   APP_TARGET      the compound tap in front of the reference app (`tokentap app`), if any
 #   TOKENTAP        the binary (default tokentap)
 # Runs until stopped; each loop starts its driver again when it ends.
 set -u
@@ -49,5 +50,14 @@ drive() { "$TT" drive --log error --request-timeout 120s "$@" >/dev/null 2>&1; }
     drive --url "$TARGET" --requests 1 --header "x-sim: reasoning-tokens=16" || true
     sleep 5
   done ) &
+
+# 6. The reference compound app, when there is one: a vector search, an LLM
+#    call answered with a tool call, the MCP tool, the answer streamed (the
+#    compound breakdown, MCP and retrieval panels).
+if [ -n "${APP_TARGET:-}" ]; then
+  ( i=0; while :; do i=$((i + 1))
+      drive --url "$APP_TARGET" --rate 1 --duration 120s --model sim-model --seed "$i" || sleep 1
+    done ) &
+fi
 
 wait

@@ -7,8 +7,9 @@
 //!   only labels those metrics have;
 //! - a real Prometheus (Debian's) scrapes a running tokentap with five taps
 //!   (an attribution chain, a guardrail hop, an output guardrail), the
-//!   simulator, two reference gateways and the compose stack's own traffic
-//!   script behind it, and every panel query returns data through the HTTP
+//!   simulator, two reference gateways, the reference compound app with a
+//!   real MCP server and a real Chroma behind their taps, and the compose
+//!   stack's own traffic script in front, and every panel query returns data through the HTTP
 //!   API — a failure lists the dashboard, panel and query;
 //! - promtool accepts the Prometheus config and rules (and the rules'
 //!   unit tests); the compose file references only files that exist and
@@ -470,6 +471,9 @@ fn the_compose_file_is_valid_and_references_only_files_that_exist() {
         "engine",
         "guard",
         "otel-collector",
+        "app",
+        "mcp",
+        "chroma",
     ] {
         local = local.replace(&format!("//{host}:"), "//127.0.0.1:");
     }
@@ -584,6 +588,13 @@ async fn every_panel_query_returns_data_from_a_real_prometheus() {
     let collector = crate::collector::Collector::start(crate::collector::Mode::Ok);
     let [sim, guard_sim, gw, gw2, edge, gw_tap, gw_out, engine, guard, admin, prom] =
         std::array::from_fn::<SocketAddr, 11, _>(|_| free_addr());
+    // The compound row: the reference app (passing no trace on: its calls
+    // are joined by links) behind a compound tap, a real MCP server and a
+    // real Chroma behind a tool and a retrieval tap.
+    let [app, app_tap, mcp_tap, vectors_tap] =
+        std::array::from_fn::<SocketAddr, 4, _>(|_| free_addr());
+    let (_mcp, mcp) = crate::tools::mcp_server("streamable-http", &["--json"]);
+    let (_chroma, chroma) = crate::tools::chroma(dir);
     let mut procs = Procs::default();
     procs.spawn(Command::new(bin).args([
         "sim",
@@ -645,7 +656,7 @@ async fn every_panel_query_returns_data_from_a_real_prometheus() {
     // config/compose.yaml's shape on loopback ports, with the default
     // correlation settle time (input guardrail calls must still join).
     let config = format!(
-        "admin:\n  listen: {admin}\notlp:\n  endpoint: http://{otlp}\n  interval_seconds: 5\nanalysis:\n  window_seconds: 15\n  slo:\n    ttft_ms: 1000\n    tpot_ms: 50\n  engines:\n    - name: engine\n      url: http://{sim}/metrics\n      interval_seconds: 2\ntaps:\n  - {{name: edge, boundary: compound, listen: \"{edge}\", upstream: \"http://{gw_tap}\"}}\n  - {{name: gw, boundary: gateway, listen: \"{gw_tap}\", upstream: \"http://{gw}\"}}\n  - {{name: gw-outguard, boundary: gateway, listen: \"{gw_out}\", upstream: \"http://{gw2}\"}}\n  - {{name: engine, boundary: engine, listen: \"{engine}\", upstream: \"http://{sim}\"}}\n  - {{name: guard, boundary: guardrail, hop: moderation, listen: \"{guard}\", upstream: \"http://{guard_sim}\"}}\n",
+        "admin:\n  listen: {admin}\notlp:\n  endpoint: http://{otlp}\n  interval_seconds: 5\nanalysis:\n  window_seconds: 15\n  slo:\n    ttft_ms: 1000\n    tpot_ms: 50\n  engines:\n    - name: engine\n      url: http://{sim}/metrics\n      interval_seconds: 2\ntaps:\n  - {{name: edge, boundary: compound, listen: \"{edge}\", upstream: \"http://{gw_tap}\"}}\n  - {{name: gw, boundary: gateway, listen: \"{gw_tap}\", upstream: \"http://{gw}\"}}\n  - {{name: gw-outguard, boundary: gateway, listen: \"{gw_out}\", upstream: \"http://{gw2}\"}}\n  - {{name: engine, boundary: engine, listen: \"{engine}\", upstream: \"http://{sim}\"}}\n  - {{name: guard, boundary: guardrail, hop: moderation, listen: \"{guard}\", upstream: \"http://{guard_sim}\"}}\n  - {{name: app, boundary: compound, listen: \"{app_tap}\", upstream: \"http://{app}\"}}\n  - {{name: mcp, boundary: tool, listen: \"{mcp_tap}\", upstream: \"http://{mcp}\"}}\n  - {{name: vectors, boundary: retrieval, listen: \"{vectors_tap}\", upstream: \"http://{chroma}\"}}\n",
         otlp = collector.addr
     );
     let cfg_path = dir.join("tokentap.yaml");
@@ -666,6 +677,19 @@ async fn every_panel_query_returns_data_from_a_real_prometheus() {
         &log,
     );
     wait_listening_or_show(admin, "tokentap", &log);
+    procs.spawn(Command::new(bin).args([
+        "app",
+        "--listen",
+        &app.to_string(),
+        "--llm",
+        &gw_tap.to_string(),
+        "--mcp",
+        &mcp_tap.to_string(),
+        "--retrieval",
+        &vectors_tap.to_string(),
+        "--strip-traceparent",
+    ]));
+    wait_listening(app, "the reference app");
     std::fs::write(
         dir.join("prometheus.yml"),
         format!(
@@ -680,6 +704,7 @@ async fn every_panel_query_returns_data_from_a_real_prometheus() {
             .arg(repo().join("deploy/driver.sh"))
             .env("TARGET", http(edge))
             .env("GUARDED_TARGET", http(gw_out))
+            .env("APP_TARGET", http(app_tap))
             .env("TOKENTAP", bin),
     );
     let all = queries();

@@ -1,7 +1,9 @@
 """A real MCP server from the official SDK (`mcp` 2.x MCPServer, or 1.x
 FastMCP), for the tool-tap tests.
 
-usage: mcp_server.py {streamable-http|sse} PORT [--stateless] [--json] [--allow-host HOST:PORT]
+usage: mcp_server.py {streamable-http|sse} PORT [--stateless] [--json] [--allow-host HOST:PORT] [--bind ADDR]
+
+`--bind`: the address to listen on (default 127.0.0.1; a container: 0.0.0.0).
 
 `--allow-host`: also accept requests whose `Host` is HOST:PORT (a sidecar tap
 on another address forwards the client's `Host` unchanged; the SDK's DNS
@@ -16,6 +18,7 @@ import sys
 transport, port = sys.argv[1], int(sys.argv[2])
 stateless, json_response = "--stateless" in sys.argv, "--json" in sys.argv
 extra_host = sys.argv[sys.argv.index("--allow-host") + 1] if "--allow-host" in sys.argv else None
+bind = sys.argv[sys.argv.index("--bind") + 1] if "--bind" in sys.argv else "127.0.0.1"
 
 
 def security():
@@ -33,7 +36,7 @@ except ImportError:  # mcp 1.x
     from mcp.server.fastmcp import Context, FastMCP
 
     V2 = False
-    kw = dict(host="127.0.0.1", port=port)
+    kw = dict(host=bind, port=port)
     if transport == "streamable-http":
         kw.update(stateless_http=stateless, json_response=json_response)
     if extra_host:
@@ -64,7 +67,7 @@ async def slow(ctx: Context) -> str:
 
 
 if V2:
-    kw = dict(host="127.0.0.1", port=port)
+    kw = dict(host=bind, port=port)
     if transport == "streamable-http":
         kw.update(stateless_http=stateless, json_response=json_response)
     if extra_host:
