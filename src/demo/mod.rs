@@ -1,8 +1,11 @@
 //! `tokentap demo`: the whole thing on one machine with nothing installed.
 //! Starts the simulator, one tap in front of it, the admin listener and a
-//! traffic generator, then prints a live table from tokentap's own metrics
-//! until Ctrl-C or `--duration`.
+//! traffic generator, and a small compound system (the reference app, its
+//! LLM calls through that tap, its MCP calls through a tool tap to the
+//! simulator's MCP server, a compound tap in front), then prints a live
+//! table from tokentap's own metrics until Ctrl-C or `--duration`.
 
+pub mod compound;
 pub mod table;
 pub mod traffic;
 
@@ -12,6 +15,8 @@ use std::time::{Duration, Instant};
 use tokentap_proxy::config::Config;
 use tokentap_proxy::server;
 use tokentap_proxy::sinks::Hooks;
+use tokentap_sim::app::{App, AppConfig};
+use tokentap_sim::mcp::McpSim;
 use tokentap_sim::{Profile, SimArgs, Simulator};
 pub use tokentap_tools::parse_duration;
 use tokio::sync::watch;
@@ -49,16 +54,34 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         },
     };
     let sim = Simulator::spawn(&sim_args)?;
+    let mcp = McpSim::spawn(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        Duration::from_millis(50),
+    )?;
+    let [app, app_tap, tool_tap] = [free_port()?, free_port()?, free_port()?];
     let yaml = format!(
-        "admin:\n  listen: {}\ntaps:\n  - name: demo\n    boundary: engine\n    listen: {}\n    upstream: http://{}\n",
-        args.admin, args.listen, sim.addr
+        "admin:\n  listen: {}\ncorrelation:\n  settle_seconds: 0.5\ntaps:\n  - name: demo\n    boundary: engine\n    listen: {}\n    upstream: http://{}\n  - name: {}\n    boundary: compound\n    listen: {app_tap}\n    upstream: http://{app}\n  - name: mcp\n    boundary: tool\n    listen: {tool_tap}\n    upstream: http://{}\n",
+        args.admin, args.listen, sim.addr, compound::TAP, mcp.addr
     );
     let config = Config::from_yaml(&yaml, Path::new("."))?;
     let running = server::spawn(&config, Hooks::default())
         .map_err(|e| anyhow::anyhow!("{e}\n(pick other ports with --listen and --admin)"))?;
+    let app = App::spawn(
+        app,
+        AppConfig {
+            llm: args.listen.to_string(),
+            mcp: tool_tap.to_string(),
+            mcp_path: "/mcp".into(),
+            retrieval: None,
+            before: Duration::from_millis(5),
+            between: Duration::from_millis(5),
+            strip_traceparent: false,
+        },
+    )?;
     println!("tokentap demo");
     println!("  simulated engine  http://{}", sim.addr);
     println!("  tap (engine)      http://{}   (try: curl -N http://{}/v1/chat/completions -d '{{\"model\":\"m\",\"stream\":true,\"messages\":[]}}')", args.listen, args.listen);
+    println!("  compound app      http://{app_tap}   (tokentap app: LLM call → MCP tool → LLM call, taps on each)");
     println!("  metrics           http://{}/metrics", args.admin);
     match args.duration {
         Some(d) => println!("  running for {d:?}; Ctrl-C stops earlier"),
@@ -72,7 +95,13 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         .build()?;
     rt.block_on(async {
         let (stop_tx, stop_rx) = watch::channel(false);
+        let agent = tokio::spawn(compound::traffic(
+            app_tap,
+            Duration::from_millis(500),
+            stop_rx.clone(),
+        ));
         let traffic = tokio::spawn(traffic::run(args.listen, args.max_concurrency, stop_rx));
+        let mut parts = compound::Parts::take(&registry_of(&running));
         let registry = running.metrics.prom.registry.clone();
         let started = Instant::now();
         let mut prev = table::Snapshot::take(&registry, "demo");
@@ -86,6 +115,11 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
                     let cur = table::Snapshot::take(&registry, "demo");
                     println!("{}", table::render(&table::row(&prev, &cur)));
                     prev = cur;
+                    let now = compound::Parts::take(&registry_of(&running));
+                    if let Some(l) = compound::line(&parts, &now) {
+                        println!("{l}");
+                    }
+                    parts = now;
                 }
                 _ = tokio::signal::ctrl_c() => break,
                 _ = tokio::time::sleep(over.unwrap_or(Duration::MAX)), if over.is_some() => break,
@@ -93,11 +127,23 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         }
         let _ = stop_tx.send(true);
         let _ = traffic.await;
+        let _ = agent.await;
     });
+    drop(app);
     drop(running);
+    drop(mcp);
     drop(sim);
     println!("demo stopped");
     Ok(())
+}
+
+/// A free loopback address (bound, then released for its user).
+fn free_port() -> std::io::Result<SocketAddr> {
+    std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()
+}
+
+fn registry_of(running: &server::Running) -> prometheus::Registry {
+    running.metrics.prom.registry.clone()
 }
 
 #[cfg(test)]

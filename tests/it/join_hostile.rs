@@ -139,8 +139,19 @@ async fn ten_thousand_names_from_spans_stay_bounded() {
         "the span with a 65,536-byte name is over the span size cap"
     );
     // At most 64 pairs of ~800 attribution series each (their duration
-    // buckets resolve 5 %), 32 hops of ~330: the bound, whatever arrives.
-    assert!(all < 64 * 820 + 32 * 340, "{all} series");
+    // buckets resolve 5 %), 32 hops of ~330, 16 compound taps (+ `other`)
+    // of ~1,000 (`labels.max_compound_taps`): the bound, whatever arrives.
+    let compound_taps: std::collections::HashSet<&str> = scrape
+        .lines()
+        .filter(|l| l.starts_with("tokentap_compound_"))
+        .filter_map(|l| l.split_once("tap=\"")?.1.split('"').next())
+        .collect();
+    assert!(
+        compound_taps.len() <= 17,
+        "{} compound taps",
+        compound_taps.len()
+    );
+    assert!(all < 64 * 820 + 32 * 340 + 17 * 1_000, "{all} series");
 }
 
 fn status_kib(pid: u32, field: &str) -> u64 {

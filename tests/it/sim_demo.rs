@@ -82,5 +82,14 @@ fn demo_runs_prints_a_live_table_and_stops_by_itself() {
     assert!(stdout.contains("TTFT p50"));
     let rows: Vec<&str> = stdout.lines().filter(|l| l.contains(" ms ")).collect();
     assert!(rows.len() >= 2, "rows with measurements:\n{stdout}");
+    // The compound system's line: its requests broken down into their calls.
+    let compound = stdout
+        .lines()
+        .find(|l| l.contains("app (compound):"))
+        .unwrap_or_else(|| panic!("no compound line:\n{stdout}"));
+    assert!(
+        compound.contains("llm ") && compound.contains("tool "),
+        "{compound}"
+    );
     assert!(stdout.contains("demo stopped"));
 }

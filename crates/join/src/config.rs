@@ -104,6 +104,7 @@ struct LabelsFile {
     max_taps: usize,
     max_hops: usize,
     max_pairs: usize,
+    max_compound_taps: usize,
 }
 
 impl Default for LabelsFile {
@@ -113,6 +114,7 @@ impl Default for LabelsFile {
             max_taps: d.max_taps,
             max_hops: d.max_hops,
             max_pairs: d.max_pairs,
+            max_compound_taps: d.max_compound_taps,
         }
     }
 }
@@ -206,6 +208,7 @@ impl JoinConfig {
             ("labels.max_taps", l.max_taps),
             ("labels.max_hops", l.max_hops),
             ("labels.max_pairs", l.max_pairs),
+            ("labels.max_compound_taps", l.max_compound_taps),
         ] {
             in_range(key, v, 1, 10_000)?;
         }
@@ -229,6 +232,7 @@ impl JoinConfig {
                 max_taps: l.max_taps,
                 max_hops: l.max_hops,
                 max_pairs: l.max_pairs,
+                max_compound_taps: l.max_compound_taps,
             },
         })
     }

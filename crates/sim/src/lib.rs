@@ -48,6 +48,7 @@ pub mod admission;
 pub mod app;
 pub mod engine;
 pub mod gateway;
+pub mod mcp;
 pub mod prefix_cache;
 pub mod profile;
 pub mod script;

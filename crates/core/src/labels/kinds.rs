@@ -47,7 +47,7 @@ macro_rules! kinds {
 }
 
 kinds! {
-    Tap: std::sync::Arc<str> = "tap names from the config (in the guardrail exposure family at `tokentap join`: from spans, bounded as `outer`)";
+    Tap: std::sync::Arc<str> = "tap names from the config (in the guardrail exposure family at `tokentap join`: from spans, bounded as `outer`; in the compound families there: the first `labels.max_compound_taps` of those, default 16, then `other`)";
     Boundary: crate::tap::Boundary = enum;
     Model: std::sync::Arc<str> = "requested model (else response model); first `metrics.max_models` distinct values (default 50), then `other`; `unknown` when absent";
     Operation: crate::decode::Operation = enum;

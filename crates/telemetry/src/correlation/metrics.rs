@@ -26,6 +26,9 @@ pub struct NameLimits {
     pub max_taps: usize,
     pub max_hops: usize,
     pub max_pairs: usize,
+    /// Compound tap names of the compound families (~1,000 series each:
+    /// parts × windows × buckets), within `max_taps`'s.
+    pub max_compound_taps: usize,
 }
 
 impl Default for NameLimits {
@@ -34,6 +37,7 @@ impl Default for NameLimits {
             max_taps: 64,
             max_hops: 32,
             max_pairs: 64,
+            max_compound_taps: 16,
         }
     }
 }
@@ -42,6 +46,7 @@ impl Default for NameLimits {
 struct Names {
     taps: ModelLabels,
     hops: ModelLabels,
+    compound: ModelLabels,
     pairs: RwLock<HashSet<(Arc<str>, Arc<str>)>>,
     max_pairs: usize,
     other: Arc<str>,
@@ -52,6 +57,7 @@ impl Names {
         Names {
             taps: ModelLabels::new(l.max_taps),
             hops: ModelLabels::new(l.max_hops),
+            compound: ModelLabels::new(l.max_compound_taps.min(l.max_taps)),
             pairs: RwLock::new(HashSet::new()),
             max_pairs: l.max_pairs,
             other: Arc::from(OTHER),
@@ -211,7 +217,13 @@ impl CorrelationMetrics {
     /// One compound request's breakdown.
     fn compound(&self, b: &Breakdown) {
         let m = &self.metrics;
-        let tap = self.tap(&b.tap);
+        let tap = {
+            let l = self.names.compound.label(Some(&self.tap(&b.tap)));
+            if l.overflowed {
+                self.overflowed(LabelName::Tap);
+            }
+            l.value
+        };
         let windows = [(Window::Ttft, b.ttft), (Window::E2e, Some(b.e2e))];
         for (window, parts) in windows {
             let Some(parts) = parts else { continue };
@@ -297,6 +309,7 @@ mod tests {
             max_taps: 100,
             max_hops: 4,
             max_pairs: 6,
+            max_compound_taps: 10,
         };
         let c = CorrelationMetrics::new(m.clone(), limits);
         let long = "x".repeat(65_536);
@@ -355,7 +368,7 @@ mod tests {
             .filter(|l| l.starts_with("tokentap_compound_calls_count"))
             .filter_map(|l| Some(l.split_once("tap=\"")?.1.split('"').next()?.to_owned()))
             .collect();
-        assert!(compound_taps.len() <= 100 + 1, "{compound_taps:?}");
+        assert!(compound_taps.len() <= 10 + 1, "{compound_taps:?}");
         assert!(compound_taps.contains("other"));
         let pairs: HashSet<String> = scrape
             .lines()
