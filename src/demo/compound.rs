@@ -127,7 +127,7 @@ mod tests {
         };
         assert_eq!(
             line(&prev, &cur).unwrap(),
-            "  app (compound): 2 requests, E2E mean 240.0 ms = llm 100.0 + tool 50.0 + residual 10.0"
+            "  app (compound): 2 requests, E2E mean 160.0 ms = llm 100.0 + tool 50.0 + residual 10.0"
         );
         assert_eq!(line(&cur, &cur), None);
     }
