@@ -7,29 +7,16 @@
 //! must recover what the app measured of each kind of call within 1 ms at
 //! p50, as the one-process breakdown does (`it::compound`).
 
-use crate::compound::ask;
-use crate::netns::Netns;
+use crate::compound::{ask, ms};
+use crate::netns::{Netns, Procs};
 use crate::support::*;
 use crate::tools::{python, script};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Child;
 use std::time::{Duration, Instant};
 use tokentap_core::correlate::compound::{Breakdown, Part};
 use tokentap_join::config::JoinConfig;
 use tokentap_join::Joiner;
-
-/// Processes killed on drop (before the namespaces they run in go).
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 /// One tokentap process's config: its taps (YAML entries), its spans to
 /// the joiner at `otlp`, its admin endpoint.
@@ -39,27 +26,17 @@ fn tap_process(taps: &str, admin: SocketAddr, otlp: SocketAddr) -> String {
     )
 }
 
-fn sidecar(name: &str, boundary: &str, listen: SocketAddr, up: SocketAddr, extra: &str) -> String {
-    tap_yaml(name, boundary, listen, up, extra)
-}
-
 fn wait_ready(addr: SocketAddr, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let rt = tokio::runtime::Builder::new_current_thread()
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .unwrap();
-    loop {
-        let ok = rt.block_on(async {
-            matches!(tokentap_net::client::send(addr, "GET", "/readyz", &[], b"").await,
-                Ok(r) if r.status == 200)
-        });
-        if ok {
-            return;
-        }
-        assert!(Instant::now() < deadline, "{what} ({addr}) not ready");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        .unwrap()
+        .block_on(crate::process::wait_200(
+            addr,
+            "/readyz",
+            Duration::from_secs(30),
+            what,
+        ));
 }
 
 fn truth(app: SocketAddr, id: &str) -> serde_json::Value {
@@ -91,10 +68,6 @@ fn joined(a: &Attributions, id: &str) -> Breakdown {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
 
 fn log(dir: &Path, name: &str) -> std::path::PathBuf {
@@ -202,22 +175,22 @@ fn a_compound_system_on_five_machines_is_broken_down_by_the_joiner_within_1ms() 
         run_taps(
             eng,
             "engine",
-            sidecar("engine", "engine", net.sock(eng, 8080), local(8000), ""),
+            tap_yaml("engine", "engine", net.sock(eng, 8080), local(8000), ""),
         ),
         run_taps(
             gw,
             "gw",
-            sidecar("gw", "gateway", net.sock(gw, 8080), local(8000), ""),
+            tap_yaml("gw", "gateway", net.sock(gw, 8080), local(8000), ""),
         ),
         run_taps(
             mcp,
             "mcp",
-            sidecar("mcp", "tool", net.sock(mcp, 8080), local(8000), ""),
+            tap_yaml("mcp", "tool", net.sock(mcp, 8080), local(8000), ""),
         ),
         run_taps(
             vec,
             "vectors",
-            sidecar("vectors", "retrieval", net.sock(vec, 8080), local(8000), ""),
+            tap_yaml("vectors", "retrieval", net.sock(vec, 8080), local(8000), ""),
         ),
     ]);
     for (h, what) in [(eng, "engine"), (gw, "gw"), (mcp, "mcp"), (vec, "vectors")] {
@@ -260,8 +233,8 @@ fn a_compound_system_on_five_machines_is_broken_down_by_the_joiner_within_1ms() 
             .push(net.spawn_logged(app, bin, &args, &log(dir, &format!("app{i}"))));
     }
     let taps = [
-        sidecar("app", "compound", net.sock(app, 8080), apps[0], ""),
-        sidecar(
+        tap_yaml("app", "compound", net.sock(app, 8080), apps[0], ""),
+        tap_yaml(
             "app-untraced",
             "compound",
             net.sock(app, 8081),

@@ -13,7 +13,7 @@
 
 use crate::collector::Collector;
 use crate::join::joiner;
-use crate::netns::Netns;
+use crate::netns::{Netns, Procs};
 use crate::process::wait_200;
 use crate::support::*;
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_client::TraceServiceClient;
@@ -95,18 +95,6 @@ async fn forward(req: &ExportTraceServiceRequest, targets: &[Target]) {
                 )
                 .await;
             }
-        }
-    }
-}
-
-/// Processes killed on drop (before the namespaces they run in go).
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
         }
     }
 }

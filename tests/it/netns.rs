@@ -167,6 +167,19 @@ impl Netns {
     }
 }
 
+/// Processes killed on drop (before the namespaces they run in go: keep
+/// them after the `Netns` they run in).
+pub struct Procs(pub Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         self.teardown();
