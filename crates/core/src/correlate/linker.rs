@@ -41,6 +41,14 @@ pub const PER_TAP_SLACK: Duration = Duration::from_millis(2);
 /// Candidates examined per compound request (its interval's calls).
 pub const MAX_CANDIDATES: usize = 256;
 
+/// Calls forgotten per sweep call (a hold of the lock stays short).
+pub const FORGET_BATCH: usize = 4096;
+
+/// Other waiting compound requests overlapping one that are examined as
+/// its rivals; with more, its calls are all ambiguous (bounds the work of
+/// one examination to `MAX_OVERLAPPING` × `MAX_CANDIDATES` calls).
+pub const MAX_OVERLAPPING: usize = 64;
+
 crate::names::label_enum! {
     /// What the compound stage concluded about a call (the `result` label).
     pub enum LinkResult {
@@ -82,6 +90,8 @@ pub struct Linked {
     pub assigned: u64,
     pub ambiguous: u64,
     pub evicted: u64,
+    /// Forgetting stopped at `FORGET_BATCH`: sweep again.
+    pub more_to_forget: bool,
 }
 
 #[derive(Default)]
@@ -185,7 +195,8 @@ impl Linker {
 
     /// Examines every compound record whose time has come (`open_before(t)`:
     /// some compound request in flight started at or before `t`), at most
-    /// `batch` of them, and forgets calls no compound request can claim.
+    /// `batch` of them, and forgets calls no compound request can claim (at
+    /// most `FORGET_BATCH`).
     pub fn sweep(
         &mut self,
         now: Instant,
@@ -212,7 +223,7 @@ impl Linker {
                 self.examine(w.record, cfg, &mut out);
             }
         }
-        self.forget(now, cfg, batch, open_before);
+        out.more_to_forget = self.forget(now, cfg, open_before);
         out
     }
 
@@ -253,12 +264,24 @@ impl Linker {
         let mine = self.closure_of(&c, cfg);
         // The other waiting compound requests whose interval overlaps this
         // one's: a call of `mine` in one of their closures is ambiguous.
-        let others: Vec<HashSet<(Instant, u64)>> = self
+        // Beyond `MAX_OVERLAPPING` of them, every call is ambiguous: so
+        // many requests in flight together are not told apart cheaply, and
+        // never guessed.
+        let overlapping: Vec<&Waiting> = self
             .waiting
             .values()
             .filter(|w| w.record.t0 <= c.end() && c.t0 <= w.record.end())
-            .map(|w| self.closure_of(&w.record, cfg))
+            .take(MAX_OVERLAPPING + 1)
             .collect();
+        let crowded = overlapping.len() > MAX_OVERLAPPING;
+        let others: Vec<HashSet<(Instant, u64)>> = if crowded {
+            Vec::new()
+        } else {
+            overlapping
+                .iter()
+                .map(|w| self.closure_of(&w.record, cfg))
+                .collect()
+        };
         let mut keys: Vec<(Instant, u64)> = mine.into_iter().collect();
         keys.sort();
         let mut group = vec![c];
@@ -266,7 +289,7 @@ impl Linker {
             let Some(h) = self.window.remove(&k) else {
                 continue;
             };
-            if others.iter().any(|o| o.contains(&k)) {
+            if crowded || others.iter().any(|o| o.contains(&k)) {
                 out.ambiguous += 1;
             } else if group.len() > MAX_CALLS {
                 out.evicted += 1;
@@ -282,23 +305,28 @@ impl Linker {
     /// `max_age`, or (one clock, where the requests in flight are known)
     /// settled with no compound request in flight or waiting that started
     /// before them.
+    /// At most `FORGET_BATCH` calls at a time; whether more may be due.
     fn forget(
         &mut self,
         now: Instant,
         cfg: &LinkerConfig,
-        batch: usize,
         open_before: &dyn Fn(Instant) -> bool,
-    ) {
+    ) -> bool {
         let first_waiting = self
             .waiting
             .values()
             .map(|w| w.record.t0)
             .chain(self.unsettled.first().map(|(t0, _)| *t0))
             .min();
-        for _ in 0..batch {
+        let mut more = false;
+        for i in 0..=FORGET_BATCH {
             let Some((&(t0, _), h)) = self.window.first_key_value() else {
                 break;
             };
+            if i == FORGET_BATCH {
+                more = true;
+                break;
+            }
             let aged = h.arrived + cfg.max_age <= now;
             let unclaimable = cfg.clocks == Clocks::Shared
                 && h.arrived + cfg.settle <= now
@@ -324,6 +352,7 @@ impl Linker {
             }
             self.unsettled.remove(&(t0, t));
         }
+        more
     }
 }
 

@@ -27,6 +27,11 @@
 //! long. Memory is bounded: at most `max_groups` groups and as many loose
 //! records (the oldest are evicted and counted), at most `MAX_PER_GROUP`
 //! records per group.
+//!
+//! With `compound_links` on, a compound record no trace id joined (and one
+//! alone in its trace group) goes to the compound stage (`links`, over
+//! `correlate::linker`), which every call record is also copied to; the
+//! compound requests in flight are held open there (`open_compound`).
 
 use super::linker::{LinkResult, Linker};
 use super::resolve::resolve;

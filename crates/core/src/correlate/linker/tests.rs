@@ -325,3 +325,39 @@ fn across_machines_a_call_may_overhang_by_the_slack_only() {
     assert!(owner.contains_key("vectors@0"), "{owner:?}");
     assert!(!owner.contains_key("mcp@35"), "{owner:?}");
 }
+
+#[test]
+fn more_rivals_than_can_be_examined_make_every_call_ambiguous() {
+    let b = Instant::now();
+    let c = cfg();
+    let mut l = Linker::default();
+    // 70 requests in flight together, each with its own question: the
+    // links would tell them apart, but a request has more than
+    // `MAX_OVERLAPPING` rivals to check, so nothing is guessed.
+    let n = MAX_OVERLAPPING as u64 + 6;
+    for i in 0..n {
+        for r in agent(b, i, &format!("q{i}"), &format!("c{i}")) {
+            if is_call(&r) {
+                l.call(&r, b, &c);
+            } else {
+                assert!(l.compound(r, b, &c).is_none());
+            }
+        }
+    }
+    let out = l.sweep(b + ms(1000), &c, 1, &|_| false);
+    assert_eq!(out.groups.len(), 1);
+    assert_eq!(out.assigned, 0);
+    assert!(out.ambiguous >= 3, "its LLM and tool calls");
+    // With few rivals the same links assign.
+    let mut l = Linker::default();
+    for i in 0..3 {
+        for r in agent(b, i, &format!("q{i}"), &format!("c{i}")) {
+            if is_call(&r) {
+                l.call(&r, b, &c);
+            } else {
+                assert!(l.compound(r, b, &c).is_none());
+            }
+        }
+    }
+    assert!(l.sweep(b + ms(1000), &c, 1, &|_| false).assigned >= 3);
+}

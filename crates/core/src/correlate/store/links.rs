@@ -13,6 +13,9 @@ use crate::tap::Boundary;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
+/// Compound requests examined per hold of the linker.
+pub const LINK_BATCH: usize = 16;
+
 /// Holds a compound request open in the correlator while it is in flight
 /// (`Correlator::open_compound`): no compound request that ended after it
 /// started is examined before it is dropped (it might own their calls).
@@ -124,23 +127,36 @@ impl Correlator {
     }
 
     /// Examines the compound records whose time has come; reports each
-    /// one's breakdown over the calls it was given, and the counts.
+    /// one's breakdown over the calls it was given, and the counts. Holds
+    /// the linker for at most `LINK_BATCH` examinations at a time (a
+    /// submit waits no longer), and never holds the in-flight table while
+    /// examining (a compound request's start never waits for a sweep).
     pub(super) fn link_sweep(&self, now: Instant) {
         let Some(linker) = &self.linker else {
             return;
         };
         let cfg = self.linker_config();
-        let out = {
-            let Ok(open) = self.compounds_open.lock() else {
-                return;
-            };
-            let open_before =
-                |t: Instant| open.first_key_value().is_some_and(|(start, _)| *start <= t);
-            let Ok(mut l) = linker.lock() else {
-                return;
-            };
-            l.sweep(now, &cfg, super::SWEEP_BATCH, &open_before)
+        // A request that opens after this look started after `now`: it
+        // cannot hold a call of a request that ended before.
+        let first_open = match self.compounds_open.lock() {
+            Ok(open) => open.first_key_value().map(|(start, _)| *start),
+            Err(_) => return,
         };
+        let open_before = |t: Instant| first_open.is_some_and(|start| start <= t);
+        loop {
+            let out = match linker.lock() {
+                Ok(mut l) => l.sweep(now, &cfg, LINK_BATCH, &open_before),
+                Err(_) => return,
+            };
+            let more = out.groups.len() >= LINK_BATCH || out.more_to_forget;
+            self.link_report(out);
+            if !more {
+                return;
+            }
+        }
+    }
+
+    fn link_report(&self, out: crate::correlate::linker::Linked) {
         self.link_count(LinkResult::Assigned, out.assigned);
         self.link_count(LinkResult::Ambiguous, out.ambiguous);
         self.link_count(LinkResult::Evicted, out.evicted);
