@@ -1,7 +1,6 @@
 //! Tests of `correlate/compound.rs`: an agent request's time split exactly.
 
 use super::*;
-use crate::record::{Outcome, Verdict};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -17,23 +16,10 @@ fn rec(
     end: u64,
 ) -> TapRecord {
     TapRecord {
-        tap: Arc::from(tap),
-        boundary,
-        hop: None,
-        trace: None,
-        fingerprint: None,
-        request_id: None,
-        t0: base + ms(t0),
-        ttfb: None,
         ttft: ttft.map(|t| ms(t - t0)),
-        e2e: ms(end - t0),
-        events: Vec::new(),
-        events_truncated: false,
         output_tokens: Some(10),
         input_tokens: Some(100),
-        outcome: Outcome::Ok,
-        verdict: Verdict::Unknown,
-        links: Default::default(),
+        ..TapRecord::sample(tap, boundary, base + ms(t0), ms(end - t0))
     }
 }
 

@@ -38,6 +38,33 @@ pub struct TapRecord {
     pub links: Links,
 }
 
+#[cfg(test)]
+impl TapRecord {
+    /// A test's record: `tap` at `boundary` from `t0` for `e2e`, completed,
+    /// nothing else known (set what a test needs with struct update).
+    pub(crate) fn sample(tap: &str, boundary: Boundary, t0: Instant, e2e: Duration) -> TapRecord {
+        TapRecord {
+            tap: Arc::from(tap),
+            boundary,
+            hop: None,
+            trace: None,
+            fingerprint: None,
+            request_id: None,
+            t0,
+            ttfb: None,
+            ttft: None,
+            e2e,
+            events: Vec::new(),
+            events_truncated: false,
+            output_tokens: None,
+            input_tokens: None,
+            outcome: Outcome::Ok,
+            verdict: Verdict::Unknown,
+            links: Links::default(),
+        }
+    }
+}
+
 impl TapRecord {
     pub fn end(&self) -> Instant {
         self.t0 + self.e2e

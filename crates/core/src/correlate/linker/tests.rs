@@ -3,7 +3,6 @@
 
 use super::*;
 use crate::links::{self, Hashes, Links};
-use crate::record::{Outcome, Verdict};
 use std::sync::Arc;
 
 fn ms(n: u64) -> Duration {
@@ -21,23 +20,9 @@ fn cfg() -> LinkerConfig {
 
 fn rec(base: Instant, tap: &str, boundary: Boundary, t0: u64, end: u64, links: Links) -> TapRecord {
     TapRecord {
-        tap: Arc::from(tap),
-        boundary,
-        hop: None,
-        trace: None,
-        fingerprint: None,
         request_id: Some(Arc::from(format!("{tap}@{t0}").as_str())),
-        t0: base + ms(t0),
-        ttfb: None,
-        ttft: None,
-        e2e: ms(end - t0),
-        events: Vec::new(),
-        events_truncated: false,
-        output_tokens: None,
-        input_tokens: None,
-        outcome: Outcome::Ok,
-        verdict: Verdict::Unknown,
         links,
+        ..TapRecord::sample(tap, boundary, base + ms(t0), ms(end - t0))
     }
 }
 

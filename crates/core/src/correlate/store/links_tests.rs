@@ -4,7 +4,6 @@
 
 use super::*;
 use crate::links::{self, Hashes, Links};
-use crate::record::{Outcome, Verdict};
 use crate::tap::Boundary;
 use crate::trace::TraceParent;
 use std::time::Duration;
@@ -62,23 +61,8 @@ fn cfg() -> CorrelationConfig {
 
 fn rec(b: Instant, tap: &str, boundary: Boundary, t0: u64, end: u64, links: Links) -> TapRecord {
     TapRecord {
-        tap: Arc::from(tap),
-        boundary,
-        hop: None,
-        trace: None,
-        fingerprint: None,
-        request_id: None,
-        t0: b + ms(t0),
-        ttfb: None,
-        ttft: None,
-        e2e: ms(end - t0),
-        events: Vec::new(),
-        events_truncated: false,
-        output_tokens: None,
-        input_tokens: None,
-        outcome: Outcome::Ok,
-        verdict: Verdict::Unknown,
         links,
+        ..TapRecord::sample(tap, boundary, b + ms(t0), ms(end - t0))
     }
 }
 
